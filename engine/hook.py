@@ -1,0 +1,108 @@
+"""The Hook base class: a handler object whose ``on_*`` methods subscribe to SSL events."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ignite.engine import Engine
+
+from engine.bus import Registration, add_handler, remove_handler
+from engine.events import SSLEvents
+
+
+class Hook:
+    """Base class of every hookbus handler.
+
+    A subclass defines any of the methods named after :class:`engine.SSLEvents`
+    (``on_start``, ``on_phase_start``, ``on_forward``, ``on_loss_and_meter``,
+    ``on_backward``, ``on_update``, ``on_step``, ``on_phase_end``, ``on_end``,
+    ``on_exception``), each taking the engine. :meth:`attach` registers one handler per
+    method it defines, in ``priority`` order (lower runs first, ties in attach order).
+
+    Hooks read and write the run state (``engine.state``), never each other. A hook that
+    keeps state across steps (a queue, a teacher, a timer) overrides :meth:`state_dict`
+    and :meth:`load_state_dict`; checkpoints carry that state under the hook's ``name``.
+
+    Example::
+
+        class PrintLoss(Hook):
+            priority = 50
+
+            def on_step(self, engine):
+                if engine.state.local_iteration_num % 10 == 0:
+                    print(float(engine.state.loss))
+
+        PrintLoss().attach(trainer.engine)
+    """
+
+    priority: ClassVar[int] = 0
+    """Order among the handlers of one event: lower runs first."""
+
+    def __init__(self, *, name: str | None = None, priority: int | None = None) -> None:
+        self.name: str = name or _snake_case(type(self).__name__)
+        if priority is not None:
+            self.priority = priority  # type: ignore[misc]
+        self._registrations: list[tuple[SSLEvents, Registration]] = []
+
+    def events(self) -> list[SSLEvents]:
+        """The events this hook subscribes to: those whose method it overrides."""
+        return [
+            event
+            for event in SSLEvents
+            if getattr(type(self), event.value, None) is not getattr(Hook, event.value, None)
+        ]
+
+    def attach(self, engine: Engine) -> Hook:
+        """Register this hook's methods on ``engine``; returns the hook."""
+        if self._registrations:
+            raise RuntimeError(f"hook {self.name!r} is already attached to an engine")
+        for event in self.events():
+            handler = getattr(self, event.value)
+            registration = add_handler(
+                engine, event, handler, priority=self.priority, name=self.name
+            )
+            self._registrations.append((event, registration))
+        return self
+
+    def detach(self, engine: Engine) -> None:
+        """Remove this hook's handlers from ``engine``."""
+        for event, registration in self._registrations:
+            remove_handler(engine, event, registration)
+        self._registrations = []
+
+    def has_state(self) -> bool:
+        """True when the hook overrides :meth:`state_dict` (it is then checkpointed)."""
+        return type(self).state_dict is not Hook.state_dict
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to carry in checkpoints; hooks without state return an empty dict."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, priority={self.priority})"
+
+    # The event methods. Subclasses define the ones they need; the base versions are
+    # never registered.
+    def on_start(self, engine: Engine) -> None: ...
+    def on_phase_start(self, engine: Engine) -> None: ...
+    def on_forward(self, engine: Engine) -> None: ...
+    def on_loss_and_meter(self, engine: Engine) -> None: ...
+    def on_backward(self, engine: Engine) -> None: ...
+    def on_update(self, engine: Engine) -> None: ...
+    def on_step(self, engine: Engine) -> None: ...
+    def on_phase_end(self, engine: Engine) -> None: ...
+    def on_end(self, engine: Engine) -> None: ...
+    def on_exception(self, engine: Engine) -> None: ...
+
+
+def _snake_case(name: str) -> str:
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    text = "".join(out)
+    return text[: -len("_hook")] if text.endswith("_hook") else text

@@ -1,0 +1,51 @@
+"""A public test kit: run a hook's handlers without a model, data or a training loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ignite.engine import Engine
+
+from engine.events import EVENT_COUNTERS, SSLEvents
+from engine.state import init_run_state
+
+
+def _no_step(engine: Engine, batch: Any) -> None:
+    return None
+
+
+class FakeEngine(Engine):
+    """A real ignite ``Engine`` with the SSL events registered and a default run state.
+
+    Hooks attach to it exactly as to :attr:`engine.SSLTrainer.engine`;
+    ``fire_event(SSLEvents.X)`` runs their handlers in priority order. Run-state fields
+    are set with keyword arguments or directly on ``engine.state``.
+
+    Example::
+
+        engine = FakeEngine(iteration=9, train=True)
+        hook = MyHook().attach(engine)
+        engine.state.iteration += 1
+        engine.fire_event(SSLEvents.ON_STEP)
+        assert hook.calls == 1
+    """
+
+    def __init__(self, **state_fields: Any) -> None:
+        super().__init__(_no_step)
+        self.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
+        init_run_state(self.state, **state_fields)
+
+    def step(self, *, train: bool | None = None) -> None:
+        """Fire the events of one step as the standard train step does, counters included."""
+        state = self.state
+        if train is not None:
+            state.train = train
+        self.fire_event(SSLEvents.ON_FORWARD)
+        self.fire_event(SSLEvents.ON_LOSS_AND_METER)
+        if state.train:
+            self.fire_event(SSLEvents.ON_BACKWARD)
+            self.fire_event(SSLEvents.ON_UPDATE)
+            state.iteration += 1
+        state.local_iteration_num += 1
+        state.batches += 1
+        self.fire_event(SSLEvents.ON_STEP)
