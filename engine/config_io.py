@@ -1,0 +1,110 @@
+"""Reading a config: YAML loaded safely, dotted overrides, validation with clear errors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from engine.config import Config
+from engine.errors import ConfigError
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
+    """Read the YAML recipe at ``path`` (None: all defaults), apply ``overrides``, validate.
+
+    An override is ``dotted.key=value``; the value is read as a YAML scalar or flow
+    collection (``optimizer.lr=0.3``, ``trainer.imports=[my.steps]``). Raises
+    :class:`engine.errors.ConfigError` naming the file, the override or the key path.
+    """
+    source = "defaults" if path is None else str(path)
+    raw = {} if path is None else read_yaml(Path(path))
+    for override in overrides:
+        apply_override(raw, override)
+    return validate_config(raw, source)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping in a YAML file, loaded with ``yaml.safe_load``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML in {path}: {_yaml_problem(exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
+
+
+def apply_override(raw: dict[str, Any], override: str) -> None:
+    """Set ``dotted.key=value`` in the nested mapping ``raw``."""
+    key, sep, text = override.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not all(part.strip() for part in parts):
+        raise ConfigError(f"override {override!r} must look like section.key=value")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {override!r}: bad value: {_yaml_problem(exc)}") from None
+    node = raw
+    for depth, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            where = ".".join(parts[: depth + 1])
+            raise ConfigError(f"override {override!r}: {where} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def validate_config(raw: dict[str, Any], source: str = "config") -> Config:
+    """Validate a nested mapping into a :class:`Config`, or raise one clear ConfigError."""
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = [_describe(error) for error in exc.errors()]
+        raise ConfigError(f"invalid config ({source}): " + "; ".join(problems)) from None
+
+
+def config_to_yaml(cfg: Config) -> str:
+    """The effective config as YAML text (what a run writes into its directory)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = [str(part) for part in error["loc"]]
+    path = ".".join(loc) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        return f"unknown key {path!r}" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+    if error["type"] == "missing":
+        return f"{path}: required key is missing"
+    return f"{path}: {error['msg']} (got {error.get('input')!r})"
+
+
+def _allowed_keys(parents: list[str]) -> list[str]:
+    model: type[BaseModel] = Config
+    for part in parents:
+        field = model.model_fields.get(part)
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return str(problem)

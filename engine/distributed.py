@@ -1,0 +1,67 @@
+"""Process-group helpers: rank, world size, barrier and reductions, no-ops in one process."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+from engine.config import Config
+
+
+def is_distributed() -> bool:
+    """True when a process group with more than one process is initialised."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's rank (0 without a process group)."""
+    return dist.get_rank() if is_distributed() else 0
+
+
+def world_size() -> int:
+    """Number of processes (1 without a process group)."""
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def barrier() -> None:
+    """Wait for every rank; returns at once in one process."""
+    if is_distributed():
+        dist.barrier()
+
+
+def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
+    """The mean of ``tensor`` over ranks (the tensor itself in one process)."""
+    if not is_distributed():
+        return tensor
+    reduced = tensor.clone()
+    dist.all_reduce(reduced)
+    return reduced / dist.get_world_size()
+
+
+def init_from_environment(cfg: Config) -> bool:
+    """Join the process group that ``torchrun`` describes in the environment, if any.
+
+    Returns True when this call initialised it. The backend is ``distributed.backend``;
+    ``auto`` picks nccl when CUDA is available and gloo otherwise.
+    """
+    if dist.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    backend = cfg.distributed.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend=backend)
+    return True
+
+
+def select_device(cfg: Config) -> torch.device:
+    """The device this process trains on: ``machine.device``, one GPU per local rank."""
+    wanted = cfg.machine.device
+    if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("machine.device is 'cuda' but no CUDA device is available")
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")

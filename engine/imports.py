@@ -1,0 +1,23 @@
+"""Importing the user modules a recipe names under ``trainer.imports``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+from engine.errors import ConfigError
+
+
+def import_user_modules(names: Sequence[str]) -> None:
+    """Import each module so that the steps, hooks and parts it registers become known.
+
+    The current directory is searched too, as ``python -m`` would.
+    """
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"trainer.imports: cannot import {name!r}: {exc}") from None

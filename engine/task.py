@@ -1,0 +1,58 @@
+"""Building the task from the config: data loaders, model, loss, optimizer and meters."""
+
+from __future__ import annotations
+
+import torch
+from ignite.engine import State
+from torch.nn.parallel import DistributedDataParallel
+
+from engine.config import Config
+from engine.data import DATASETS, build_data_loaders
+from engine.errors import ConfigError
+from engine.losses import LOSSES, build_loss
+from engine.meters import build_meters
+from engine.models import BACKBONES, build_model
+from engine.optim import build_optimizer
+from engine.registry import UnknownNameError
+
+
+def check_component_names(cfg: Config) -> None:
+    """Raise a ConfigError naming the key whose registered name is unknown."""
+    for key, registry, name in (
+        ("data.name", DATASETS, cfg.data.name),
+        ("model.backbone.name", BACKBONES, cfg.model.backbone.name),
+        ("loss.name", LOSSES, cfg.loss.name),
+    ):
+        try:
+            registry.get(name)
+        except UnknownNameError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+
+
+def prepare_task(state: State, cfg: Config) -> None:
+    """Build the task onto the run state; the model is DDP-wrapped when distributed.
+
+    Writes ``data_loaders``, ``base_model``, ``model``, ``loss_fn``, ``optimizer``,
+    ``scaler``, ``amp_dtype`` and ``meters``. The model is built right after seeding with
+    ``trainer.seed``, so its initial weights depend on the seed alone.
+    """
+    check_component_names(cfg)
+    device = state.device
+    state.data_loaders = build_data_loaders(cfg, rank=state.rank, world_size=state.world_size)
+    torch.manual_seed(cfg.trainer.seed)
+    state.base_model = build_model(cfg).to(device)
+    state.model = state.base_model
+    if state.world_size > 1:
+        state.model = DistributedDataParallel(
+            state.base_model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=cfg.distributed.find_unused_parameters,
+        )
+    state.loss_fn = build_loss(cfg).to(device)
+    state.optimizer = build_optimizer(cfg, state.base_model)
+    amp = cfg.model.amp
+    state.amp_dtype = (torch.bfloat16 if amp.dtype == "bf16" else torch.float16) if amp.enabled else None
+    state.scaler = (
+        torch.amp.GradScaler(device.type) if amp.enabled and amp.dtype == "fp16" else None
+    )
+    state.meters = build_meters(cfg)

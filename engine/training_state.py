@@ -1,0 +1,113 @@
+"""What a checkpoint carries, taken from the run state and put back into it."""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import numpy as np
+import torch
+from ignite.engine import State
+
+from engine.checkpoint_io import FORMAT
+from engine.errors import CheckpointError
+
+logger = logging.getLogger("hookbus")
+
+
+def collect_training_state(state: State, *, phase_done: bool) -> dict[str, Any]:
+    """The checkpoint of the run at this point: counters, model, optimizer, hooks, RNGs.
+
+    ``phase_done`` says whether the current phase has finished; when it has not, the
+    checkpoint records how many of its batches are done so that a resume skips them.
+    """
+    phase = state.phases[state.phase_idx]
+    return {
+        "format": FORMAT,
+        "version": 1,
+        "phase_idx": state.phase_idx,
+        "phase_kind": phase.kind,
+        "phase_done": phase_done,
+        "phase_batches": state.batches,
+        "train_phase_idx": state.train_phase_idx,
+        "iteration": state.iteration,
+        "iteration_num": state.local_iteration_num,
+        "loss_sum": None if state.loss_sum is None else state.loss_sum.detach().cpu(),
+        "model": state.base_model.state_dict(),
+        "optimizer": state.optimizer.state_dict(),
+        "scaler": None if state.scaler is None else state.scaler.state_dict(),
+        "loss": state.loss_fn.state_dict(),
+        "meters": {meter.name: meter.state_dict() for meter in state.meters},
+        "hooks": {hook.name: hook.state_dict() for hook in state.hooks if hook.has_state()},
+        "rng": _rng_states(),
+        "config": state.cfg.model_dump(mode="json"),
+    }
+
+
+def restore_training_state(state: State, checkpoint: dict[str, Any], source: str) -> None:
+    """Load ``checkpoint`` into the run state: weights, optimizer, hooks, counters, RNGs."""
+    _load_model(state.base_model, checkpoint["model"], source)
+    state.optimizer.load_state_dict(checkpoint["optimizer"])
+    if state.scaler is not None and checkpoint.get("scaler") is not None:
+        state.scaler.load_state_dict(checkpoint["scaler"])
+    state.loss_fn.load_state_dict(checkpoint.get("loss", {}))
+    saved_hooks = checkpoint["hooks"]
+    for hook in state.hooks:
+        if hook.has_state():
+            if hook.name in saved_hooks:
+                hook.load_state_dict(saved_hooks[hook.name])
+            else:
+                logger.warning("checkpoint %s has no state for hook %r", source, hook.name)
+    state.phase_idx = checkpoint["phase_idx"]
+    state.train_phase_idx = checkpoint["train_phase_idx"]
+    state.iteration = checkpoint["iteration"]
+    state.local_iteration_num = checkpoint["iteration_num"]
+    _set_rng_states(checkpoint.get("rng"))
+
+
+def _load_model(model: torch.nn.Module, weights: dict[str, Any], source: str) -> None:
+    own = model.state_dict()
+    missing = sorted(set(own) - set(weights))
+    unexpected = sorted(set(weights) - set(own))
+    mismatched = sorted(
+        key for key in set(own) & set(weights) if own[key].shape != weights[key].shape
+    )
+    if missing or unexpected or mismatched:
+        parts = []
+        if missing:
+            parts.append(f"missing keys {missing[:8]}")
+        if unexpected:
+            parts.append(f"unexpected keys {unexpected[:8]}")
+        if mismatched:
+            shapes = [f"{k}: {tuple(weights[k].shape)} vs {tuple(own[k].shape)}" for k in mismatched]
+            parts.append(f"shape mismatch {shapes[:8]}")
+        raise CheckpointError(
+            f"checkpoint {source} does not fit this model: " + "; ".join(parts)
+        )
+    model.load_state_dict(weights)
+
+
+def _rng_states() -> dict[str, Any]:
+    version, mt_state, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    states: dict[str, Any] = {
+        "python": [version, list(mt_state), gauss],
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict[str, Any] | None) -> None:
+    if not states:
+        return
+    version, mt_state, gauss = states["python"]
+    random.setstate((version, tuple(mt_state), gauss))
+    kind, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

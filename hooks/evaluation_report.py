@@ -1,0 +1,100 @@
+"""EvaluationReportHook: kNN and linear-probe accuracy, random init vs trained, at the end."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import torch
+from ignite.engine import Engine
+
+from engine.checkpoint_io import write_text_atomic
+from engine.config import Config
+from engine.evaluation import extract_features, knn_accuracy, linear_probe_accuracy
+from engine.hook import Hook
+from engine.models import build_model
+from hooks import register_hook
+
+logger = logging.getLogger("hookbus")
+
+
+@register_hook("evaluation_report")
+class EvaluationReportHook(Hook):
+    """Compares the encoder at random init with the trained one and prints a table.
+
+    ============  ==============================================================
+    fires         ``on_start`` (the random-init encoder: the model built afresh
+                  with ``trainer.seed``, as the run's own was) and ``on_end``
+                  (the trained encoder); rank 0 only
+    reads         ``state.cfg``, ``state.base_model``, the ``"memory"`` (train
+                  split) and ``"test"`` loaders, ``state.device``, ``state.run_dir``
+    writes        ``state.summary["evaluation"]``, ``evaluation.json`` in the run
+                  directory, and the table to the ``hookbus`` logger
+    ============  ==============================================================
+
+    kNN top-1 uses the train split as memory (k from ``meters.knn.k``); the probe is a
+    logistic regression on ``labels_per_class`` labelled train images per class, the mean
+    over ``draws`` label draws, scored on the test split.
+    """
+
+    priority = 60
+
+    def __init__(self, *, k: int = 20, labels_per_class: int = 10, draws: int = 10) -> None:
+        super().__init__()
+        self.k = k
+        self.labels_per_class = labels_per_class
+        self.draws = draws
+        self.results: dict[str, dict[str, float]] = {}
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> EvaluationReportHook:
+        """Built from ``hooks.evaluation_report`` and ``meters.knn.k``."""
+        section = cfg.hooks.evaluation_report
+        return cls(k=cfg.meters.knn.k, labels_per_class=section.labels_per_class, draws=section.draws)
+
+    def on_start(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank != 0:
+            return
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(state.cfg.trainer.seed)
+            initial = build_model(state.cfg).to(state.device)
+        self.results["random init"] = self.evaluate(initial, state)
+
+    def on_end(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank != 0:
+            return
+        self.results["trained"] = self.evaluate(state.base_model, state)
+        state.summary["evaluation"] = dict(self.results)
+        write_text_atomic(state.run_dir / "evaluation.json", json.dumps(self.results, indent=2))
+        logger.info("%s", self.table())
+
+    def evaluate(self, model: torch.nn.Module, state: Any) -> dict[str, float]:
+        """kNN top-1 and probe accuracy of ``model``'s encoder on the run's data."""
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            train = extract_features(model.encode, state.data_loaders["memory"], state.device)
+            test = extract_features(model.encode, state.data_loaders["test"], state.device)
+        model.train(was_training)
+        return {
+            "knn_top1": knn_accuracy(*train, *test, k=self.k),
+            "probe_top1": linear_probe_accuracy(
+                *train,
+                *test,
+                labels_per_class=self.labels_per_class,
+                draws=self.draws,
+                seed=state.cfg.trainer.seed,
+            ),
+        }
+
+    def table(self) -> str:
+        """The results as a small text table."""
+        lines = [
+            f"{'encoder':<12} {'kNN top-1':>10} {'probe ' + str(self.labels_per_class) + '/class':>14}"
+        ]
+        for name, values in self.results.items():
+            lines.append(f"{name:<12} {values['knn_top1']:>10.4f} {values['probe_top1']:>14.4f}")
+        return "\n".join(lines)

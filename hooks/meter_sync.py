@@ -1,0 +1,35 @@
+"""MeterSyncHook: meters summed across ranks at phase end, values published as metrics."""
+
+from __future__ import annotations
+
+from ignite.engine import Engine
+
+from engine.hook import Hook
+from hooks import register_hook
+
+
+@register_hook("meter_sync")
+class MeterSyncHook(Hook):
+    """Syncs every meter across ranks and writes their values to ``state.metrics``.
+
+    ============  ==============================================================
+    fires         ``on_phase_end``, first of its handlers (priority -100), after
+                  the trainer's barrier
+    reads         ``state.meters``
+    writes        each meter's synced state; ``state.metrics`` = the union of the
+                  meters' ``value()`` dicts (e.g. ``{"knn_top1": 0.97}``)
+    ============  ==============================================================
+
+    Every later ``on_phase_end`` handler (logging, TensorBoard, metrics.json,
+    checkpoints) sees the same, global values on every rank.
+    """
+
+    priority = -100
+
+    def on_phase_end(self, engine: Engine) -> None:
+        state = engine.state
+        metrics: dict[str, float] = {}
+        for meter in state.meters:
+            meter.sync_state()
+            metrics.update(meter.value())
+        state.metrics = metrics

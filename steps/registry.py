@@ -1,0 +1,32 @@
+"""The train-step registry: recipes choose a step by ``trainer.train_step_name``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ignite.engine import Engine
+
+from engine.registry import Registry
+
+TrainStep = Callable[[Engine, Any], Any]
+"""A train step: ``step(engine, batch)`` runs one batch and fires the inner events."""
+
+TRAIN_STEPS: Registry[TrainStep] = Registry("train step")
+
+
+def register_train_step(name: str) -> Callable[[TrainStep], TrainStep]:
+    """Decorator registering a train step under ``name``.
+
+    Example::
+
+        @register_train_step("my_step")
+        def my_step(engine, batch):
+            ...
+    """
+    return TRAIN_STEPS.register(name)
+
+
+def get_train_step(name: str) -> TrainStep:
+    """The train step registered as ``name``."""
+    return TRAIN_STEPS.get(name)

@@ -1,0 +1,91 @@
+"""The standard train step: forward, loss, meters, and in train phases backward and update."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+from ignite.engine import Engine
+from torch.nn.parallel import DistributedDataParallel
+
+from engine.distributed import all_reduce_mean
+from engine.events import SSLEvents
+from engine.optim import learning_rate, set_learning_rate
+from steps.registry import register_train_step
+
+
+def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """``batch`` with every tensor moved to ``device`` (dicts, lists and tuples kept)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {key: move_to_device(value, device, non_blocking) for key, value in batch.items()}
+    if isinstance(batch, list | tuple):
+        return type(batch)(move_to_device(value, device, non_blocking) for value in batch)
+    return batch
+
+
+@register_train_step("standard_train_step")
+def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
+    """One batch of SSL training or testing on the run state of ``engine``.
+
+    Fires, in order: ``on_forward`` (after the model forward; ``state.last_output`` set),
+    ``on_loss_and_meter`` (``state.loss`` holds the loss averaged over ranks, meters
+    updated), and in train phases ``on_backward`` (after backward) and ``on_update``
+    (after the optimizer step; with ``optimizer.accumulate_steps`` = k, every k-th batch
+    and at the end of the phase). Forward and loss run under autocast when
+    ``model.amp.enabled``; fp16 uses ``state.scaler``. Test phases run under no_grad.
+    The learning rate is set every optimizer step from ``state.iteration``.
+    """
+    state = engine.state
+    train = state.train
+    batch = move_to_device(batch, state.device, non_blocking=state.cfg.data.pin_memory)
+    state.last_batch = batch
+    accumulate = state.cfg.optimizer.accumulate_steps if train else 1
+    position = state.batches
+    first = position % accumulate == 0
+    last = (position + 1) % accumulate == 0 or position + 1 == state.phase_length
+    model = state.model
+    skip_sync = train and not last and isinstance(model, DistributedDataParallel)
+    autocast = torch.autocast(
+        device_type=state.device.type,
+        dtype=state.amp_dtype or torch.float32,
+        enabled=state.amp_dtype is not None,
+    )
+
+    with model.no_sync() if skip_sync else nullcontext(), torch.set_grad_enabled(train):
+        with autocast:
+            output = model(batch)
+        state.last_output = output
+        engine.fire_event(SSLEvents.ON_FORWARD)
+
+        with autocast:
+            loss = state.loss_fn(output, batch)
+        state.loss = all_reduce_mean(loss.detach())
+        state.loss_sum = state.loss if state.loss_sum is None else state.loss_sum + state.loss
+        for meter in state.meters:
+            meter.update(output, batch)
+        engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
+
+        if not train:
+            return output
+        optimizer = state.optimizer
+        if first:
+            optimizer.zero_grad(set_to_none=True)
+        scaled = loss / accumulate
+        if state.scaler is not None:
+            scaled = state.scaler.scale(scaled)
+        scaled.backward()
+    engine.fire_event(SSLEvents.ON_BACKWARD)
+
+    if last:
+        state.lr = learning_rate(state.cfg.optimizer, state.iteration, state.phase_length)
+        set_learning_rate(optimizer, state.lr)
+        if state.scaler is not None:
+            state.scaler.step(optimizer)
+            state.scaler.update()
+        else:
+            optimizer.step()
+        engine.fire_event(SSLEvents.ON_UPDATE)
+    return output
