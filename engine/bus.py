@@ -53,7 +53,9 @@ def add_handler(
     Returns the registration, which :func:`remove_handler` takes back.
     """
     entries = _plan(engine).setdefault(event, [])
-    sequence = 1 + max((e.sequence for entries_ in _plan(engine).values() for e in entries_), default=-1)
+    sequence = 1 + max(
+        (e.sequence for entries_ in _plan(engine).values() for e in entries_), default=-1
+    )
     entry = Registration(priority, sequence, name or _handler_name(handler), handler)
     position = bisect.bisect_right(entries, entry)
     later = entries[position:]

@@ -43,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
         command.add_argument("config", help="path of the YAML recipe")
         command.add_argument(
-            "overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. optimizer.lr=0.3"
+            "overrides",
+            nargs="*",
+            metavar="KEY=VALUE",
+            help="dotted overrides, e.g. optimizer.lr=0.3",
         )
         command.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return parser
@@ -101,16 +104,20 @@ def _hooks(args: argparse.Namespace) -> int:
     return 0
 
 
+_CONSOLE = "hookbus-console"
 _COMMANDS = {"train": _train, "validate": _validate, "hooks": _hooks}
 
 
 def _setup_logging(quiet: bool) -> None:
     logger = logging.getLogger("hookbus")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-        logger.addHandler(handler)
-    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    for old in [h for h in logger.handlers if h.get_name() == _CONSOLE]:
+        logger.removeHandler(old)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.set_name(_CONSOLE)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    handler.setLevel(logging.WARNING if quiet else logging.INFO)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     logger.propagate = False
 
 

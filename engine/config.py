@@ -47,9 +47,7 @@ class AugmentConfig(Section):
     brightness: float = Field(0.1, ge=0, description="brightness shift, +- this value")
     noise_std: float = Field(0.1, ge=0, description="Gaussian noise standard deviation")
     erase_prob: float = Field(0.5, ge=0, le=1, description="probability of random erasing")
-    erase_area: tuple[float, float] = Field(
-        (0.05, 0.2), description="random erasing: area range"
-    )
+    erase_area: tuple[float, float] = Field((0.05, 0.2), description="random erasing: area range")
 
     @model_validator(mode="after")
     def _ordered_ranges(self) -> AugmentConfig:
@@ -145,6 +143,15 @@ class EnabledHook(Section):
     enabled: bool = True
 
 
+class NanCheckConfig(Section):
+    enabled: bool = Field(True, description="stop on a non-finite loss")
+    check_frequency: int = Field(
+        1,
+        ge=1,
+        description="check every N steps (one host sync each); 1 stops at the first bad step",
+    )
+
+
 class EvaluationReportConfig(Section):
     enabled: bool = Field(False, description="kNN and linear probe, random init vs trained")
     labels_per_class: int = Field(10, ge=1, description="labels per class for the probe")
@@ -161,7 +168,7 @@ class HooksConfig(Section):
     progress_bar: EnabledHook = Field(default_factory=EnabledHook)
     metrics_json: EnabledHook = Field(default_factory=EnabledHook)
     tensorboard: EnabledHook = Field(default_factory=EnabledHook)
-    nan_check: EnabledHook = Field(default_factory=EnabledHook)
+    nan_check: NanCheckConfig = Field(default_factory=NanCheckConfig)
     evaluation_report: EvaluationReportConfig = Field(default_factory=EvaluationReportConfig)
     extra: list[ExtraHookConfig] = Field(default_factory=list, description="user hooks")
 

@@ -44,7 +44,7 @@ class Hook:
             self.priority = priority  # type: ignore[misc]
         self._registrations: list[tuple[SSLEvents, Registration]] = []
 
-    def events(self) -> list[SSLEvents]:
+    def subscribed_events(self) -> list[SSLEvents]:
         """The events this hook subscribes to: those whose method it overrides."""
         return [
             event
@@ -56,7 +56,7 @@ class Hook:
         """Register this hook's methods on ``engine``; returns the hook."""
         if self._registrations:
             raise RuntimeError(f"hook {self.name!r} is already attached to an engine")
-        for event in self.events():
+        for event in self.subscribed_events():
             handler = getattr(self, event.value)
             registration = add_handler(
                 engine, event, handler, priority=self.priority, name=self.name

@@ -49,9 +49,7 @@ class Registry(Generic[T]):
             return self._entries[name]
         except KeyError:
             known = ", ".join(sorted(self._entries)) or "none"
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; registered: {known}"
-            ) from None
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; registered: {known}") from None
 
     def names(self) -> list[str]:
         """The registered names, sorted."""

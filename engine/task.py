@@ -51,7 +51,9 @@ def prepare_task(state: State, cfg: Config) -> None:
     state.loss_fn = build_loss(cfg).to(device)
     state.optimizer = build_optimizer(cfg, state.base_model)
     amp = cfg.model.amp
-    state.amp_dtype = (torch.bfloat16 if amp.dtype == "bf16" else torch.float16) if amp.enabled else None
+    state.amp_dtype = (
+        (torch.bfloat16 if amp.dtype == "bf16" else torch.float16) if amp.enabled else None
+    )
     state.scaler = (
         torch.amp.GradScaler(device.type) if amp.enabled and amp.dtype == "fp16" else None
     )

@@ -190,6 +190,8 @@ class SSLTrainer:
                     meter.load_state_dict(saved[meter.name])
             state.loss_sum = resumed.get("loss_sum")
         state.model.train(phase.train)
+        for meter in state.meters:
+            meter.prepare(state.base_model, state.data_loaders, state.device)
         engine.fire_event(SSLEvents.ON_PHASE_START)
 
         self._iterator = iter(loader)

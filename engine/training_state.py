@@ -80,11 +80,11 @@ def _load_model(model: torch.nn.Module, weights: dict[str, Any], source: str) ->
         if unexpected:
             parts.append(f"unexpected keys {unexpected[:8]}")
         if mismatched:
-            shapes = [f"{k}: {tuple(weights[k].shape)} vs {tuple(own[k].shape)}" for k in mismatched]
+            shapes = [
+                f"{k}: {tuple(weights[k].shape)} vs {tuple(own[k].shape)}" for k in mismatched
+            ]
             parts.append(f"shape mismatch {shapes[:8]}")
-        raise CheckpointError(
-            f"checkpoint {source} does not fit this model: " + "; ".join(parts)
-        )
+        raise CheckpointError(f"checkpoint {source} does not fit this model: " + "; ".join(parts))
     model.load_state_dict(weights)
 
 

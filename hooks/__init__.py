@@ -8,7 +8,7 @@ HOOKS: Registry = Registry("hook")
 """Hooks a recipe can add by name under ``hooks.extra``."""
 
 
-def register_hook(name: str):  # noqa: ANN201
+def register_hook(name: str):
     """Decorator registering a :class:`engine.Hook` subclass under ``name``."""
     return HOOKS.register(name)
 

@@ -10,7 +10,6 @@ from hooks import HOOKS
 from hooks.checkpoint import CheckpointHook
 from hooks.cuda_cache import CudaCacheHook
 from hooks.evaluation_report import EvaluationReportHook
-from hooks.knn_memory import KnnMemoryHook
 from hooks.log import LogHook
 from hooks.meter_sync import MeterSyncHook
 from hooks.metrics_json import MetricsJsonHook
@@ -23,16 +22,13 @@ from hooks.timing import TimingHook
 def default_hooks(cfg: Config) -> list[Hook]:
     """The hooks a run of ``cfg`` uses when none are given, in attach order.
 
-    Always: timing, meter sync, checkpoint. When the meters need a memory bank: kNN
-    memory. Each of log, progress bar, metrics.json, TensorBoard and NaN check when its
-    ``hooks.<name>.enabled``; CUDA cache clearing when ``model.cuda_cache.clear_cuda_cache``;
+    Always: timing, meter sync, checkpoint. Each of log, progress bar, metrics.json,
+    TensorBoard and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing when ``model.cuda_cache.clear_cuda_cache``;
     the evaluation report when ``hooks.evaluation_report.enabled``; then every
     ``hooks.extra`` entry, built by name with its ``params``.
     """
     section = cfg.hooks
     hooks: list[Hook] = [TimingHook.from_config(cfg), MeterSyncHook()]
-    if cfg.meters.knn.enabled:
-        hooks.append(KnnMemoryHook())
     if section.nan_check.enabled:
         hooks.append(NanCheckHook.from_config(cfg))
     if section.log.enabled:

@@ -51,7 +51,9 @@ class EvaluationReportHook(Hook):
     def from_config(cls, cfg: Config) -> EvaluationReportHook:
         """Built from ``hooks.evaluation_report`` and ``meters.knn.k``."""
         section = cfg.hooks.evaluation_report
-        return cls(k=cfg.meters.knn.k, labels_per_class=section.labels_per_class, draws=section.draws)
+        return cls(
+            k=cfg.meters.knn.k, labels_per_class=section.labels_per_class, draws=section.draws
+        )
 
     def on_start(self, engine: Engine) -> None:
         state = engine.state
@@ -92,9 +94,8 @@ class EvaluationReportHook(Hook):
 
     def table(self) -> str:
         """The results as a small text table."""
-        lines = [
-            f"{'encoder':<12} {'kNN top-1':>10} {'probe ' + str(self.labels_per_class) + '/class':>14}"
-        ]
+        probe = f"probe {self.labels_per_class}/class"
+        lines = [f"{'encoder':<12} {'kNN top-1':>10} {probe:>14}"]
         for name, values in self.results.items():
             lines.append(f"{name:<12} {values['knn_top1']:>10.4f} {values['probe_top1']:>14.4f}")
         return "\n".join(lines)

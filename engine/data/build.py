@@ -1,0 +1,82 @@
+"""Build the train, test and memory DataLoaders of a run from its config."""
+
+from __future__ import annotations
+
+from torch.utils.data import DataLoader, Dataset
+
+from engine.config import Config
+from engine.data.augment import BatchAugment
+from engine.data.collate import ViewCollate
+from engine.data.datasets import DATASETS
+from engine.data.sampler import PhaseSampler
+
+
+def _loader(
+    cfg: Config, dataset: Dataset, sampler: PhaseSampler, collate: ViewCollate, batch_size: int
+) -> DataLoader:
+    """A DataLoader with the config's worker settings; workers are never persistent,
+    so that each epoch's workers copy the collate with its current epoch."""
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        collate_fn=collate,
+        drop_last=sampler.drop_last,
+        num_workers=cfg.data.num_workers,
+        pin_memory=cfg.data.pin_memory,
+        persistent_workers=False,
+    )
+
+
+def build_data_loaders(cfg: Config, *, rank: int = 0, world_size: int = 1) -> dict[str, DataLoader]:
+    """The loaders ``"train"``, ``"test"`` and ``"memory"`` of this rank.
+
+    * train: the train split, shuffled per epoch and sharded, ``data.batch_size``,
+      ``data.drop_last`` (for the last batch and for the sharding), batches of
+      ``data.num_views`` augmented views;
+    * test: the test split in order, sharded without dropping (padded by wrap-around),
+      ``data.test_batch_size``, views plus the clean images;
+    * memory: the whole train split on every rank, in order, clean images only, for
+      the kNN memory bank.
+    """
+    train_set, test_set = DATASETS.get(cfg.data.name)(cfg.data)
+    augment = BatchAugment(cfg.data.augment)
+    seed = cfg.trainer.seed
+    num_views = cfg.data.num_views
+    train = _loader(
+        cfg,
+        train_set,
+        PhaseSampler(
+            len(train_set),
+            shuffle=True,
+            seed=seed,
+            rank=rank,
+            world_size=world_size,
+            drop_last=cfg.data.drop_last,
+        ),
+        ViewCollate(augment, num_views, seed),
+        cfg.data.batch_size,
+    )
+    test = _loader(
+        cfg,
+        test_set,
+        PhaseSampler(len(test_set), shuffle=False, seed=seed, rank=rank, world_size=world_size),
+        ViewCollate(augment, num_views, seed, with_views=True, with_image=True),
+        cfg.data.test_batch_size,
+    )
+    memory = _loader(
+        cfg,
+        train_set,
+        PhaseSampler(len(train_set), shuffle=False, seed=seed),
+        ViewCollate(None, num_views, seed, with_views=False, with_image=True),
+        cfg.data.test_batch_size,
+    )
+    return {"train": train, "test": test, "memory": memory}
+
+
+def set_loader_epoch(loader: DataLoader, epoch: int) -> None:
+    """Pass ``epoch`` to the loader's sampler and collate function where they take it."""
+    for part in (loader.sampler, loader.collate_fn):
+        set_epoch = getattr(part, "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(epoch)

@@ -1,0 +1,171 @@
+"""The log hook: progress lines on the ``hookbus`` logger, copied to ``run_dir/log.txt``."""
+
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from ignite.engine import Engine
+
+from engine.config import Config
+from engine.hook import Hook
+from hooks import register_hook
+from hooks.run_stats import (
+    format_seconds,
+    is_cuda,
+    phase_mean_loss,
+    recent_batch_time,
+    train_phase_count,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+logger = logging.getLogger("hookbus")
+
+LOG_FILE = "log.txt"
+
+
+def peak_memory_mb(device: Any) -> float:
+    """Peak memory in MiB: CUDA memory allocated on a CUDA device, else the peak RSS."""
+    if is_cuda(device):
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+@register_hook("log")
+class LogHook(Hook):
+    """Logs the run's progress on rank 0 and copies every line to ``run_dir/log.txt``.
+
+    ==================  ===================================  ==================================
+    event               reads                                logs
+    ==================  ===================================  ==================================
+    ``on_start``        ``run_dir``, ``resumed_from``,       where the run is and where it
+                        ``device``, ``world_size``,          starts from; opens ``log.txt``
+                        ``phases``
+    ``on_step``         ``train``, ``iteration``,            every ``log_frequency`` train
+                        ``phase_idx``, ``phase_name``,       iterations: epoch, iteration,
+                        ``train_phase_idx``, ``loss``,       loss, lr, mean batch time, data
+                        ``lr``, ``batch_time``,              wait, ETA, peak memory
+                        ``data_wait_fraction``,
+                        ``eta_seconds``, ``max_iterations``
+    ``on_phase_end``    ``loss_sum``, ``batches``,           the phase's mean loss and metrics
+                        ``metrics``
+    ``on_end``          ``iteration``                        the end; closes ``log.txt``
+    ``on_exception``    ``exception``                        the error; closes ``log.txt``
+    ==================  ===================================  ==================================
+
+    Writes nothing to the run state. ``log.txt`` is opened in append mode, so a resumed
+    run continues it. Other ranks log nothing. The only device sync is ``float(loss)``
+    on log lines. The file gets what the ``hookbus`` logger's level lets through; a logger
+    nobody has configured (level NOTSET) is set to INFO while the file is open. Showing
+    the lines on the console is the application's job (the CLI adds a handler).
+
+    Example::
+
+        LogHook(log_frequency=10).attach(trainer.engine)
+        # phase 0 train | epoch 1/40 | iter 10/4000 | loss 4.1523 | lr 1.00e-04 | ...
+    """
+
+    priority = 10
+
+    def __init__(self, log_frequency: int) -> None:
+        if log_frequency < 1:
+            raise ValueError(f"log_frequency must be >= 1, got {log_frequency}")
+        super().__init__()
+        self.log_frequency = log_frequency
+        self._file_handler: logging.FileHandler | None = None
+        self._saved_level = logging.NOTSET
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Self:
+        """The log hook at ``cfg.trainer.log_frequency``."""
+        return cls(log_frequency=cfg.trainer.log_frequency)
+
+    def on_start(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank != 0:
+            return
+        self._open(Path(state.run_dir) / LOG_FILE)
+        origin = f"resumed from {state.resumed_from}" if state.resumed_from else "fresh start"
+        logger.info(
+            "run %s (%s) | device %s | world size %d | %d phases",
+            state.run_dir,
+            origin,
+            state.device,
+            state.world_size,
+            len(state.phases),
+        )
+
+    def on_step(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank != 0 or not state.train or state.iteration % self.log_frequency:
+            return
+        logger.info(
+            "phase %d %s | epoch %d/%d | iter %d/%d | loss %.4f | lr %.2e | batch %.3fs"
+            " | data %.0f%% | eta %s | mem %.0f MB",
+            state.phase_idx,
+            state.phase_name,
+            state.train_phase_idx + 1,
+            train_phase_count(state),
+            state.iteration,
+            state.max_iterations,
+            float(state.loss),
+            state.lr,
+            recent_batch_time(state, self.log_frequency),
+            100 * state.data_wait_fraction,
+            format_seconds(state.eta_seconds),
+            peak_memory_mb(state.device),
+        )
+
+    def on_phase_end(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank != 0:
+            return
+        loss = phase_mean_loss(state)
+        parts = [
+            f"phase {state.phase_idx} {state.phase_name} done",
+            f"{state.batches} steps",
+            "mean loss n/a" if loss is None else f"mean loss {loss:.4f}",
+            *(f"{name} {value:.4f}" for name, value in state.metrics.items()),
+        ]
+        logger.info(" | ".join(parts))
+
+    def on_end(self, engine: Engine) -> None:
+        if engine.state.rank == 0:
+            logger.info("run finished after %d train iterations", engine.state.iteration)
+        self._close()
+
+    def on_exception(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank == 0:
+            logger.error(
+                "run stopped in phase %d at train iteration %d: %r",
+                state.phase_idx,
+                state.iteration,
+                state.exception,
+            )
+        self._close()
+
+    def _open(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        self._file_handler = handler
+        self._saved_level = logger.level
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+
+    def _close(self) -> None:
+        if self._file_handler is None:
+            return
+        logger.removeHandler(self._file_handler)
+        self._file_handler.close()
+        self._file_handler = None
+        logger.setLevel(self._saved_level)

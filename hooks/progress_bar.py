@@ -1,0 +1,111 @@
+"""The progress-bar hook: a tqdm bar per phase on an interactive terminal."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+from ignite.engine import Engine
+from tqdm import tqdm
+
+from engine.config import Config
+from engine.hook import Hook
+from hooks import register_hook
+from hooks.run_stats import train_phase_count
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+
+@register_hook("progress_bar")
+class ProgressBarHook(Hook):
+    """Draws one tqdm bar per phase, on rank 0, e.g. ``train 3/40: 45%|####5 | 90/200``.
+
+    ==================  ========================================  ==========================
+    event               reads                                     does
+    ==================  ========================================  ==========================
+    ``on_phase_start``  ``rank``, ``train``, ``train_phase_idx``,  opens the phase's bar
+                        ``phases``, ``phase_length``, ``batches``
+    ``on_step``         ``batches``, ``loss``                     advances it; every
+                                                                  ``postfix_frequency``
+                                                                  steps shows the loss
+    ``on_phase_end``    --                                        closes it
+    ``on_end``,         --                                        closes it if still open
+    ``on_exception``
+    ==================  ========================================  ==========================
+
+    Writes nothing to the run state. ``enabled=None`` draws bars only when the stream is a
+    terminal; True or False force them on or off. Other ranks never draw. The loss postfix
+    is the only device sync, once per ``postfix_frequency`` steps of a phase.
+
+    Example::
+
+        ProgressBarHook(postfix_frequency=10).attach(trainer.engine)
+        ProgressBarHook(enabled=True, file=io.StringIO())  # in tests
+    """
+
+    priority = 20
+
+    def __init__(
+        self,
+        enabled: bool | None = None,
+        *,
+        file: TextIO | None = None,
+        postfix_frequency: int = 10,
+    ) -> None:
+        if postfix_frequency < 1:
+            raise ValueError(f"postfix_frequency must be >= 1, got {postfix_frequency}")
+        super().__init__()
+        self.enabled = enabled
+        self.file = file
+        self.postfix_frequency = postfix_frequency
+        self._bar: tqdm | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Self:
+        """An auto-enabled bar whose loss postfix follows ``cfg.trainer.log_frequency``."""
+        return cls(postfix_frequency=cfg.trainer.log_frequency)
+
+    def _stream(self) -> TextIO:
+        return self.file if self.file is not None else sys.stderr
+
+    def on_phase_start(self, engine: Engine) -> None:
+        state = engine.state
+        stream = self._stream()
+        shown = self.enabled if self.enabled is not None else stream.isatty()
+        if state.rank != 0 or not shown:
+            return
+        desc = (
+            f"train {state.train_phase_idx + 1}/{train_phase_count(state)}"
+            if state.train
+            else "test"
+        )
+        self._bar = tqdm(
+            total=state.phase_length,
+            initial=state.batches,
+            desc=desc,
+            file=stream,
+            dynamic_ncols=True,
+        )
+
+    def on_step(self, engine: Engine) -> None:
+        if self._bar is None:
+            return
+        state = engine.state
+        self._bar.update(1)
+        if state.batches % self.postfix_frequency == 0:
+            self._bar.set_postfix(loss=f"{float(state.loss):.4f}", refresh=False)
+
+    def on_phase_end(self, engine: Engine) -> None:
+        self._close()
+
+    def on_end(self, engine: Engine) -> None:
+        self._close()
+
+    def on_exception(self, engine: Engine) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

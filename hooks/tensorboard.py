@@ -1,0 +1,106 @@
+"""The TensorBoard hook: training curves and phase results in ``run_dir/tensorboard``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ignite.engine import Engine
+from tensorboardX import SummaryWriter
+
+from engine.config import Config
+from engine.hook import Hook
+from hooks import register_hook
+from hooks.run_stats import phase_mean_loss, recent_batch_time
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+TENSORBOARD_DIR = "tensorboard"
+
+
+@register_hook("tensorboard")
+class TensorBoardHook(Hook):
+    """Writes TensorBoard scalars with tensorboardX, on rank 0.
+
+    ==================  ====================================  =================================
+    event               reads                                 writes (scalar @ global step)
+    ==================  ====================================  =================================
+    ``on_start``        ``rank``, ``run_dir``                 opens the writer in
+                                                              ``run_dir/tensorboard``
+    ``on_step``         ``train``, ``iteration``, ``loss``,   every ``log_frequency`` train
+                        ``lr``, ``batch_time``                iterations: ``train/loss``,
+                                                              ``train/lr``,
+                                                              ``train/batch_time`` (mean of
+                                                              the last ``log_frequency``
+                                                              steps) @ ``iteration``
+    ``on_phase_end``    ``phase_name``, ``train_phase_idx``,  ``<phase>/loss_epoch`` (mean
+                        ``loss_sum``, ``batches``,            loss, when the phase had a
+                        ``metrics``                           batch), ``<phase>/<metric>``
+                                                              @ ``train_phase_idx``; flushes
+    ``on_end``,         --                                    closes the writer
+    ``on_exception``
+    ==================  ====================================  =================================
+
+    Writes nothing to the run state. ``float(loss)`` on logged iterations is the only
+    per-step device sync. tensorboardX writes events from a background thread: the phase
+    end flush writes what it has taken so far, and closing the writer writes every event.
+    A resumed run adds a new event file to the same directory.
+
+    Example::
+
+        TensorBoardHook(log_frequency=10).attach(trainer.engine)
+        # tensorboard --logdir runs/default/tensorboard
+    """
+
+    priority = 40
+
+    def __init__(self, log_frequency: int) -> None:
+        if log_frequency < 1:
+            raise ValueError(f"log_frequency must be >= 1, got {log_frequency}")
+        super().__init__(name="tensorboard")
+        self.log_frequency = log_frequency
+        self._writer: SummaryWriter | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Self:
+        """The TensorBoard hook at ``cfg.trainer.log_frequency``."""
+        return cls(log_frequency=cfg.trainer.log_frequency)
+
+    def on_start(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank == 0:
+            self._writer = SummaryWriter(logdir=str(Path(state.run_dir) / TENSORBOARD_DIR))
+
+    def on_step(self, engine: Engine) -> None:
+        state = engine.state
+        if self._writer is None or not state.train or state.iteration % self.log_frequency:
+            return
+        step = state.iteration
+        self._writer.add_scalar("train/loss", float(state.loss), step)
+        self._writer.add_scalar("train/lr", state.lr, step)
+        batch_time = recent_batch_time(state, self.log_frequency)
+        self._writer.add_scalar("train/batch_time", batch_time, step)
+
+    def on_phase_end(self, engine: Engine) -> None:
+        if self._writer is None:
+            return
+        state = engine.state
+        step = state.train_phase_idx
+        loss = phase_mean_loss(state)
+        if loss is not None:
+            self._writer.add_scalar(f"{state.phase_name}/loss_epoch", loss, step)
+        for metric, value in state.metrics.items():
+            self._writer.add_scalar(f"{state.phase_name}/{metric}", value, step)
+        self._writer.flush()
+
+    def on_end(self, engine: Engine) -> None:
+        self._close()
+
+    def on_exception(self, engine: Engine) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

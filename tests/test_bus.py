@@ -1,0 +1,98 @@
+"""Priority-ordered dispatch on a real ignite engine."""
+
+from __future__ import annotations
+
+from ignite.engine import Engine
+
+from engine.bus import handler_priorities, hook_plan
+from engine.events import SSLEvents
+from engine.hook import Hook
+from engine.testing import FakeEngine
+
+
+class Tagger(Hook):
+    def __init__(self, log: list[str], name: str, priority: int) -> None:
+        super().__init__(name=name, priority=priority)
+        self.log = log
+
+    def on_step(self, engine: Engine) -> None:
+        self.log.append(self.name)
+
+
+def test_lower_priority_runs_first_whatever_the_attach_order() -> None:
+    engine, log = FakeEngine(), []
+    for name, priority in [("late", 50), ("early", -5), ("middle", 0)]:
+        Tagger(log, name, priority).attach(engine)
+    engine.fire_event(SSLEvents.ON_STEP)
+    assert log == ["early", "middle", "late"]
+
+
+def test_equal_priorities_run_in_attach_order() -> None:
+    engine, log = FakeEngine(), []
+    for name in ["a", "b", "c"]:
+        Tagger(log, name, 7).attach(engine)
+    engine.fire_event(SSLEvents.ON_STEP)
+    assert log == ["a", "b", "c"]
+
+
+def test_detach_removes_the_handlers() -> None:
+    engine, log = FakeEngine(), []
+    first = Tagger(log, "first", 0).attach(engine)
+    Tagger(log, "second", 1).attach(engine)
+    first.detach(engine)
+    engine.fire_event(SSLEvents.ON_STEP)
+    assert log == ["second"]
+
+
+def test_hook_plan_names_handlers_per_event() -> None:
+    engine = FakeEngine()
+    Tagger([], "t", 3).attach(engine)
+    plan = hook_plan(engine)
+    assert plan["on_step"] == ["t"]
+    assert plan["on_start"] == []
+    assert handler_priorities(engine)["on_step"] == [("t", 3)]
+
+
+def test_ignite_every_filter_counts_steps() -> None:
+    engine, seen = FakeEngine(), []
+    engine.add_event_handler(
+        SSLEvents.ON_STEP(every=2), lambda e: seen.append(e.state.local_iteration_num)
+    )
+    for _ in range(5):
+        engine.step()
+    assert seen == [2, 4]
+
+
+def test_hook_events_are_the_methods_it_overrides() -> None:
+    class TwoEvents(Hook):
+        def on_start(self, engine: Engine) -> None: ...
+
+        def on_update(self, engine: Engine) -> None: ...
+
+    assert TwoEvents().subscribed_events() == [SSLEvents.ON_START, SSLEvents.ON_UPDATE]
+    assert TwoEvents().name == "two_events"
+
+
+def test_events_have_the_hook_method_names() -> None:
+    assert [e.value for e in SSLEvents] == [
+        "on_start",
+        "on_phase_start",
+        "on_forward",
+        "on_loss_and_meter",
+        "on_backward",
+        "on_update",
+        "on_step",
+        "on_phase_end",
+        "on_end",
+        "on_exception",
+    ]
+
+
+def test_fake_engine_step_skips_backward_and_update_in_test_phases() -> None:
+    engine, fired = FakeEngine(train=False), []
+    for event in SSLEvents:
+        engine.add_event_handler(event, lambda e, ev=event: fired.append(ev.value))
+    engine.step()
+    assert fired == ["on_forward", "on_loss_and_meter", "on_step"]
+    assert engine.state.iteration == 0
+    assert engine.state.local_iteration_num == 1

@@ -1,0 +1,101 @@
+"""SmallCNN, MLPHead, SSLModel and build_model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from engine.config import Config
+from engine.models import BACKBONES, MLPHead, SmallCNN, SSLModel, build_model
+from engine.registry import UnknownNameError
+
+
+def model() -> SSLModel:
+    torch.manual_seed(0)
+    return SSLModel(SmallCNN(width=4), MLPHead([16, 16, 8], batch_norm=True))
+
+
+def views(count: int = 2, size: int = 5) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    return [torch.randn(size, 1, 16, 16, generator=generator) for _ in range(count)]
+
+
+def test_small_cnn_has_240608_parameters() -> None:
+    assert sum(p.numel() for p in SmallCNN(in_channels=1, width=32).parameters()) == 240_608
+
+
+def test_small_cnn_gives_flat_features_of_out_dim() -> None:
+    net = SmallCNN(in_channels=3, width=8)
+    assert net.out_dim == 32
+    assert net(torch.randn(2, 3, 16, 16)).shape == (2, 32)
+
+
+def test_head_puts_norm_and_relu_after_hidden_layers_only() -> None:
+    kinds = [type(layer) for layer in MLPHead([8, 6, 5, 4], batch_norm=True).layers]
+    assert kinds == [
+        nn.Linear,
+        nn.BatchNorm1d,
+        nn.ReLU,
+        nn.Linear,
+        nn.BatchNorm1d,
+        nn.ReLU,
+        nn.Linear,
+    ]
+
+
+def test_head_without_batch_norm() -> None:
+    head = MLPHead([8, 6, 4], batch_norm=False)
+    assert [type(layer) for layer in head.layers] == [nn.Linear, nn.ReLU, nn.Linear]
+    assert head(torch.randn(3, 8)).shape == (3, 4)
+
+
+def test_forward_runs_the_backbone_once_on_all_views() -> None:
+    net = model()
+    calls: list[int] = []
+    net.backbone.register_forward_hook(lambda _m, inputs, _o: calls.append(len(inputs[0])))
+    output = net({"views": views(3)})
+    assert calls == [15]
+    assert [e.shape for e in output["embeddings"]] == [(5, 8)] * 3
+    assert [f.shape for f in output["view_features"]] == [(5, 16)] * 3
+    assert "features" not in output
+
+
+def test_forward_splits_outputs_per_view() -> None:
+    net = model().eval()
+    batch_views = views(2)
+    output = net({"views": batch_views})
+    for view, embedding, feature in zip(
+        batch_views, output["embeddings"], output["view_features"], strict=True
+    ):
+        torch.testing.assert_close(feature, net.backbone(view))
+        torch.testing.assert_close(embedding, net.head(net.backbone(view)))
+
+
+def test_forward_encodes_the_clean_images_when_present() -> None:
+    net = model().eval()
+    image = views(1)[0]
+    output = net({"views": views(2), "image": image})
+    torch.testing.assert_close(output["features"], net.encode(image))
+    torch.testing.assert_close(net.encode(image), net.backbone(image))
+
+
+def test_build_model_follows_the_config() -> None:
+    cfg = Config.model_validate(
+        {"model": {"backbone": {"width": 8}, "head": {"dims": [32, 24, 12]}}}
+    )
+    built = build_model(cfg)
+    assert isinstance(built.backbone, SmallCNN)
+    assert built.backbone.out_dim == 32
+    assert built.head.layers[-1].out_features == 12
+
+
+def test_build_model_rejects_a_head_that_does_not_fit_the_backbone() -> None:
+    cfg = Config.model_validate({"model": {"head": {"dims": [64, 32]}}})
+    with pytest.raises(ValueError, match=r"model\.head\.dims\[0\] is 64 .* 128"):
+        build_model(cfg)
+
+
+def test_unknown_backbone_name_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownNameError, match="small_cnn"):
+        BACKBONES.get("resnet")
