@@ -23,9 +23,10 @@ def default_hooks(cfg: Config) -> list[Hook]:
     """The hooks a run of ``cfg`` uses when none are given, in attach order.
 
     Always: timing, meter sync, checkpoint. Each of log, progress bar, metrics.json,
-    TensorBoard and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing when ``model.cuda_cache.clear_cuda_cache``;
-    the evaluation report when ``hooks.evaluation_report.enabled``; then every
-    ``hooks.extra`` entry, built by name with its ``params``.
+    TensorBoard and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing
+    when ``model.cuda_cache.clear_cuda_cache``; the evaluation report when
+    ``hooks.evaluation_report.enabled``; then every ``hooks.extra`` entry, built by name
+    with its ``params``.
     """
     section = cfg.hooks
     hooks: list[Hook] = [TimingHook.from_config(cfg), MeterSyncHook()]

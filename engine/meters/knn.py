@@ -52,7 +52,8 @@ class KnnMeter(Meter):
     The memory bank is rebuilt by :meth:`prepare` at the start of each test phase: the
     features of the ``"memory"`` loader (the clean train split) from the model's
     ``encode`` in eval mode; :meth:`set_memory` sets one directly. :meth:`update` reads
-    ``output["features"]`` and ``batch["label"]``. Value: ``{"knn_top1": correct / total}`` (NaN before any update).
+    ``output["features"]`` and ``batch["label"]``. Value: ``{"knn_top1": correct / total}``
+    (NaN before any update).
     """
 
     name = "knn"
