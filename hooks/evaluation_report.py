@@ -11,7 +11,8 @@ from ignite.engine import Engine
 
 from engine.checkpoint_io import write_text_atomic
 from engine.config import Config
-from engine.evaluation import extract_features, knn_accuracy, linear_probe_accuracy
+from engine.evaluation import knn_accuracy, linear_probe_accuracy
+from engine.meters.knn import extract_features
 from engine.hook import Hook
 from engine.models import build_model
 from hooks import register_hook

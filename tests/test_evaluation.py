@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from engine.evaluation import extract_features, knn_accuracy, linear_probe_accuracy
+from engine.evaluation import knn_accuracy, linear_probe_accuracy
+from engine.meters.knn import extract_features
 from engine.meters import KnnMeter
 
 MEMORY = torch.tensor([[1.0, 0.1], [1.0, 0.2], [1.0, -0.1], [0.1, 1.0], [0.2, 1.0], [-0.1, 1.0]])
