@@ -12,8 +12,8 @@ from ignite.engine import Engine
 from engine.checkpoint_io import write_text_atomic
 from engine.config import Config
 from engine.evaluation import knn_accuracy, linear_probe_accuracy
-from engine.meters.knn import extract_features
 from engine.hook import Hook
+from engine.meters.knn import extract_features
 from engine.models import build_model
 from hooks import register_hook
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from engine.evaluation import knn_accuracy, linear_probe_accuracy
-from engine.meters.knn import extract_features
 from engine.meters import KnnMeter
+from engine.meters.knn import extract_features
 
 MEMORY = torch.tensor([[1.0, 0.1], [1.0, 0.2], [1.0, -0.1], [0.1, 1.0], [0.2, 1.0], [-0.1, 1.0]])
 MEMORY_LABELS = torch.tensor([0, 0, 0, 1, 1, 1])
