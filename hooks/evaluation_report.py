@@ -72,7 +72,7 @@ class EvaluationReportHook(Hook):
         self.results["trained"] = self.evaluate(state.base_model, state)
         state.summary["evaluation"] = dict(self.results)
         write_text_atomic(state.run_dir / "evaluation.json", json.dumps(self.results, indent=2))
-        logger.info("%s", self.table())
+        logger.info("evaluation of the encoder:\n%s", self.table())
 
     def evaluate(self, model: torch.nn.Module, state: Any) -> dict[str, float]:
         """kNN top-1 and probe accuracy of ``model``'s encoder on the run's data."""

@@ -1,0 +1,68 @@
+"""Two gloo processes on loopback, launched by torchrun, against one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.checkpoint_io import POINTER_NAME, list_checkpoints, load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "configs" / "simclr_digits.yaml"
+SMALL = [
+    "model.backbone.width=8",
+    "model.head.dims=[32,32,16]",
+    "hooks.evaluation_report.enabled=false",
+    "hooks.progress_bar.enabled=false",
+    "distributed.backend=gloo",
+    "machine.device=cpu",
+    "machine.num_threads=1",
+]
+
+
+def _hookbus(run_dir: Path, *overrides: str, processes: int) -> None:
+    args = ["train", str(RECIPE), f"checkpoint.dir={run_dir}", *SMALL, *overrides, "-q"]
+    if processes == 1:
+        command = [sys.executable, "-m", "engine.cli", *args]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            "-m",
+            "engine.cli",
+            *args,
+        ]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.json").read_text().splitlines()]
+
+
+def test_knn_meter_synced_over_two_ranks_equals_one_process(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    _hookbus(one, "trainer.test_only=true", processes=1)
+    _hookbus(two, "trainer.test_only=true", processes=2)
+    [single], [pair] = _metrics(one), _metrics(two)
+    assert pair["knn_top1"] == single["knn_top1"]
+    assert abs(pair["loss"] - single["loss"]) < 0.05  # same images, other augmentations
+
+
+def test_two_process_training_writes_one_run_directory(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _hookbus(run, "optimizer.num_epochs=1", "trainer.test_every_num_epochs=1", processes=2)
+    rows = _metrics(run)
+    assert [row["phase"] for row in rows] == ["train", "test"]  # rank 0 alone writes
+    checkpoint = load_checkpoint(run / POINTER_NAME)
+    assert checkpoint["iteration"] == 2  # 1297 images, 2 ranks, 256 per rank: 2 steps
+    assert len(list_checkpoints(run)) == 1
