@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format clean
+.PHONY: demo test lint format clean docs-reference
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,3 +32,6 @@ format: $(STAMP)
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache
+
+docs-reference: $(STAMP)
+	$(BIN)/python -c "from engine.reference import config_reference_markdown as m; open('docs/configuration.md', 'w').write(m())"

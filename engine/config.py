@@ -140,7 +140,7 @@ class CheckpointConfig(Section):
 
 
 class EnabledHook(Section):
-    enabled: bool = True
+    enabled: bool = Field(True, description="attach this hook")
 
 
 class NanCheckConfig(Section):
