@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from engine.config import Config
@@ -25,6 +26,9 @@ def _loader(
         num_workers=cfg.data.num_workers,
         pin_memory=cfg.data.pin_memory,
         persistent_workers=False,
+        # Its own generator: starting an epoch leaves the global torch RNG untouched,
+        # so a run resumed mid-phase keeps the same random streams.
+        generator=torch.Generator(),
     )
 
 
