@@ -2,13 +2,18 @@
 
 A checkpoint is written to a temporary file in the same folder, flushed and fsynced,
 then renamed over its final name, so a crash leaves either the old file or the new one,
-never half of one. ``checkpoint.torch`` in the folder is a symbolic link to the newest
-checkpoint, replaced atomically after the new file is in place; older files beyond
-``keep_last`` are removed only after that.
+never half of one. Its size and SHA-256 go into a sidecar file ``NAME.sha256``, written
+the same way after it: a checkpoint without a matching sidecar is never trusted.
+``checkpoint.torch`` in the folder is a symbolic link to the newest checkpoint,
+replaced atomically after both files are in place; older files beyond ``keep_last`` are
+removed only after that.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import logging
 import os
 import re
 from pathlib import Path
@@ -29,7 +34,11 @@ REQUIRED_KEYS = (
     "optimizer",
     "hooks",
 )
+CHECKSUM_SUFFIX = ".sha256"
 _NAME = re.compile(r"^phase(\d+)_batch(\d+)\.torch$")
+_TEMPORARY = re.compile(r"^\..+\.tmp-\d+$")
+
+logger = logging.getLogger("hookbus")
 
 
 def checkpoint_name(phase_idx: int, batches: int) -> str:
@@ -38,32 +47,62 @@ def checkpoint_name(phase_idx: int, batches: int) -> str:
 
 
 def save_atomic(obj: Any, path: Path) -> None:
-    """``torch.save`` ``obj`` to ``path`` so that readers see all of it or nothing."""
+    """``torch.save`` ``obj`` to ``path`` with its checksum sidecar, all or nothing.
+
+    The bytes are serialised in memory first, so a pickling error writes nothing; the
+    file, then ``path.sha256`` (size and SHA-256), each go through a temporary file,
+    fsync and rename.
+    """
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    data = buffer.getvalue()
+    _write_bytes_atomic(path, data)
+    digest = hashlib.sha256(data).hexdigest()
+    _write_bytes_atomic(checksum_path(path), f"{digest} {len(data)}\n".encode())
+    _fsync_dir(path.parent)
+
+
+def checksum_path(path: Path) -> Path:
+    """The sidecar holding ``path``'s SHA-256 and size."""
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
+
+
+def verify_checksum(path: Path) -> None:
+    """Raise CheckpointError unless ``path`` matches its sidecar's size and SHA-256."""
+    sidecar = checksum_path(path.resolve())
+    try:
+        digest, size = sidecar.read_text().split()
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"checkpoint {path} has no checksum file {sidecar.name}: it may be incomplete"
+        ) from None
+    except ValueError:
+        raise CheckpointError(f"checksum file {sidecar} is malformed") from None
+    data = path.read_bytes()
+    if len(data) != int(size):
+        raise CheckpointError(
+            f"checkpoint {path} is {len(data)} bytes, its checksum file says {size}: truncated"
+        )
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise CheckpointError(f"checkpoint {path} does not match its SHA-256: corrupt")
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as handle:
-            torch.save(obj, handle)
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    _write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def point_to_newest(directory: Path, name: str) -> None:
@@ -92,17 +131,50 @@ def remove_old(directory: Path, keep_last: int) -> list[Path]:
     for path in list_checkpoints(directory)[:-keep_last]:
         if path.resolve() != target:
             path.unlink(missing_ok=True)
+            checksum_path(path).unlink(missing_ok=True)
             removed.append(path)
     return removed
 
 
-def newest_checkpoint(directory: Path) -> Path | None:
-    """The checkpoint ``checkpoint.torch`` points to, or None when there is none."""
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Delete temporary files that a killed writer left behind; returns them."""
+    if not directory.is_dir():
+        return []
+    stale = [p for p in directory.iterdir() if _TEMPORARY.match(p.name)]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def newest_valid_checkpoint(directory: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The newest checkpoint in ``directory`` that loads and verifies, with its content.
+
+    Candidates are the pointer's target, then the other checkpoint files, newest first.
+    Each one that fails (missing or wrong checksum, unreadable, not a checkpoint) is
+    skipped with a warning naming it and why. None when no checkpoint file exists;
+    CheckpointError when files exist but none is valid.
+    """
     pointer = directory / POINTER_NAME
+    candidates = list(reversed(list_checkpoints(directory)))
     if pointer.exists():
-        return pointer
-    if pointer.is_symlink():
-        raise CheckpointError(f"{pointer} points to a missing file ({os.readlink(pointer)})")
+        target = pointer.resolve()
+        candidates = [target] + [p for p in candidates if p.resolve() != target]
+    elif pointer.is_symlink():
+        logger.warning("%s points to a missing file (%s)", pointer, os.readlink(pointer))
+    problems = []
+    for path in candidates:
+        try:
+            verify_checksum(path)
+            return path, load_checkpoint(path)
+        except CheckpointError as exc:
+            logger.warning("skipping checkpoint %s: %s", path, exc)
+            problems.append(str(exc))
+    if problems:
+        raise CheckpointError(
+            f"no valid checkpoint in {directory}: "
+            + "; ".join(problems)
+            + " (set checkpoint.auto_resume=false or another checkpoint.dir to start afresh)"
+        )
     return None
 
 

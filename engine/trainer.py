@@ -16,7 +16,11 @@ from ignite.engine import Engine
 
 from engine import distributed
 from engine.bus import hook_plan
-from engine.checkpoint_io import load_checkpoint, newest_checkpoint, write_text_atomic
+from engine.checkpoint_io import (
+    newest_valid_checkpoint,
+    remove_stale_temporaries,
+    write_text_atomic,
+)
 from engine.config import Config
 from engine.config_io import config_to_yaml
 from engine.data import set_loader_epoch
@@ -143,11 +147,14 @@ class SSLTrainer:
     def _restore(self) -> tuple[int, int, dict[str, Any] | None]:
         """Load the newest checkpoint when auto-resume is on; returns where to start."""
         state = self.state
-        path = newest_checkpoint(state.run_dir) if self.cfg.checkpoint.auto_resume else None
-        if path is None:
+        if state.rank == 0:
+            for stale in remove_stale_temporaries(state.run_dir):
+                logger.warning("removed %s, left by an interrupted write", stale)
+        found = newest_valid_checkpoint(state.run_dir) if self.cfg.checkpoint.auto_resume else None
+        if found is None:
             return 0, 0, None
-        checkpoint = load_checkpoint(path)
-        source = str(path.resolve())
+        path, checkpoint = found
+        source = str(path)
         phase_idx = checkpoint["phase_idx"]
         if phase_idx < len(state.phases) and state.phases[phase_idx].kind != checkpoint.get(
             "phase_kind", state.phases[phase_idx].kind

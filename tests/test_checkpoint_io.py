@@ -12,11 +12,13 @@ from engine.checkpoint_io import (
     FORMAT,
     POINTER_NAME,
     checkpoint_name,
+    checksum_path,
     list_checkpoints,
     load_checkpoint,
-    newest_checkpoint,
+    newest_valid_checkpoint,
     point_to_newest,
     remove_old,
+    remove_stale_temporaries,
     save_atomic,
 )
 from engine.errors import CheckpointError
@@ -42,9 +44,9 @@ def test_saved_checkpoint_loads_back(tmp_path: Path) -> None:
     assert torch.equal(loaded["model"]["w"], torch.tensor([3.0, 3.0]))
 
 
-def test_save_leaves_no_temporary_file(tmp_path: Path) -> None:
+def test_save_writes_the_file_and_its_checksum_only(tmp_path: Path) -> None:
     save_atomic(_checkpoint(1), tmp_path / "a.torch")
-    assert sorted(os.listdir(tmp_path)) == ["a.torch"]
+    assert sorted(os.listdir(tmp_path)) == ["a.torch", "a.torch.sha256"]
 
 
 def test_failed_save_keeps_the_previous_file(tmp_path: Path) -> None:
@@ -53,7 +55,7 @@ def test_failed_save_keeps_the_previous_file(tmp_path: Path) -> None:
     with pytest.raises(Exception):  # noqa: B017 - any pickling error
         save_atomic({"bad": lambda: None}, path)
     assert load_checkpoint(path)["iteration"] == 1
-    assert sorted(os.listdir(tmp_path)) == ["a.torch"]
+    assert sorted(os.listdir(tmp_path)) == ["a.torch", "a.torch.sha256"]
 
 
 def test_pointer_follows_the_newest_and_rotation_keeps_the_last(tmp_path: Path) -> None:
@@ -66,18 +68,73 @@ def test_pointer_follows_the_newest_and_rotation_keeps_the_last(tmp_path: Path) 
         checkpoint_name(2, 5),
         checkpoint_name(3, 5),
     ]
-    assert load_checkpoint(newest_checkpoint(tmp_path))["iteration"] == 3
+    path, newest = newest_valid_checkpoint(tmp_path)
+    assert (path.name, newest["iteration"]) == (checkpoint_name(3, 5), 3)
     assert os.readlink(tmp_path / POINTER_NAME) == checkpoint_name(3, 5)
 
 
 def test_no_checkpoint_means_none(tmp_path: Path) -> None:
-    assert newest_checkpoint(tmp_path) is None
+    assert newest_valid_checkpoint(tmp_path) is None
 
 
-def test_dangling_pointer_is_an_error(tmp_path: Path) -> None:
+def _write_series(directory: Path, steps: range) -> list[Path]:
+    paths = []
+    for step in steps:
+        path = directory / checkpoint_name(0, step)
+        save_atomic(_checkpoint(step), path)
+        point_to_newest(directory, path.name)
+        paths.append(path)
+    return paths
+
+
+def test_corrupt_newest_is_skipped_for_the_previous_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, newest = _write_series(tmp_path, range(1, 3))
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    path, checkpoint = newest_valid_checkpoint(tmp_path)
+    assert (path.name, checkpoint["iteration"]) == (checkpoint_name(0, 1), 1)
+    assert f"skipping checkpoint {newest}" in caplog.text
+    assert "does not match its SHA-256" in caplog.text
+
+
+def test_checkpoint_without_its_checksum_is_not_trusted(tmp_path: Path) -> None:
+    _, newest = _write_series(tmp_path, range(1, 3))
+    checksum_path(newest).unlink()
+    path, _ = newest_valid_checkpoint(tmp_path)
+    assert path.name == checkpoint_name(0, 1)
+
+
+def test_truncated_newest_is_skipped(tmp_path: Path) -> None:
+    _, newest = _write_series(tmp_path, range(1, 3))
+    newest.write_bytes(newest.read_bytes()[:-10])
+    path, _ = newest_valid_checkpoint(tmp_path)
+    assert path.name == checkpoint_name(0, 1)
+
+
+def test_dangling_pointer_falls_back_to_the_files(tmp_path: Path) -> None:
+    _write_series(tmp_path, range(1, 2))
+    (tmp_path / POINTER_NAME).unlink()
     os.symlink("gone.torch", tmp_path / POINTER_NAME)
-    with pytest.raises(CheckpointError, match="points to a missing file"):
-        newest_checkpoint(tmp_path)
+    path, _ = newest_valid_checkpoint(tmp_path)
+    assert path.name == checkpoint_name(0, 1)
+
+
+def test_no_valid_checkpoint_is_an_error_naming_them(tmp_path: Path) -> None:
+    [only] = _write_series(tmp_path, range(1, 2))
+    only.write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match=f"no valid checkpoint in {tmp_path}"):
+        newest_valid_checkpoint(tmp_path)
+
+
+def test_stale_temporaries_are_removed(tmp_path: Path) -> None:
+    _write_series(tmp_path, range(1, 2))
+    stale = tmp_path / f".{checkpoint_name(0, 2)}.tmp-12345"
+    stale.write_bytes(b"half")
+    assert remove_stale_temporaries(tmp_path) == [stale]
+    assert not stale.exists()
 
 
 def test_truncated_checkpoint_is_refused(tmp_path: Path) -> None:
