@@ -8,13 +8,18 @@ import sys
 from collections.abc import Sequence
 
 from engine.config_io import load_config
-from engine.errors import UserError
+from engine.errors import CheckpointWriteError, UserError
+from engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError
 
 EXAMPLES = """examples:
   hookbus train configs/simclr_digits.yaml
   hookbus train configs/simclr_digits.yaml optimizer.num_epochs=2 checkpoint.dir=runs/try
   hookbus validate configs/simclr_digits.yaml optimizer.lr=0.3
   hookbus hooks configs/simclr_digits.yaml
+
+exit status: 0 done (or already complete), 1 crash, 2 user error (bad config,
+override, file or checkpoint), 75 preempted by SIGTERM/SIGUSR1 (a checkpoint was
+written: run the same command again to resume)
 """
 
 EXIT_USER_ERROR = 2
@@ -61,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except (CheckpointWriteError, FloatingPointError) as exc:
+        print(f"hookbus {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except PreemptedError as exc:
+        print(f"hookbus {args.command}: preempted: {exc}", file=sys.stderr)
+        return PREEMPTED_EXIT_STATUS
     except KeyboardInterrupt:
         print(f"hookbus {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -13,3 +13,7 @@ class ConfigError(UserError, ValueError):
 
 class CheckpointError(UserError):
     """A checkpoint that cannot be read or does not fit this run; the message names it."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (a full disk, say); the previous one is intact."""

@@ -61,6 +61,9 @@ RUN_STATE_FIELDS: dict[str, Field] = {
     "eta_seconds": Field(lambda: 0.0, "estimated seconds left (timing hook)"),
     "data_wait_fraction": Field(lambda: 0.0, "share of step time spent waiting for data"),
     "exception": Field(_none, "the exception being handled in on_exception"),
+    "stop_requested": Field(
+        _none, "name of the signal that asked the run to stop after this step, or None"
+    ),
     "resumed_from": Field(_none, "path of the checkpoint this run resumed from, or None"),
     "summary": Field(dict, "end-of-run results a hook wants to report"),
 }

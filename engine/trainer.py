@@ -29,6 +29,7 @@ from engine.events import EVENT_COUNTERS, SSLEvents
 from engine.hook import Hook
 from engine.imports import import_user_modules
 from engine.phases import build_phase_plan
+from engine.preemption import PreemptedError, PreemptionGuard, stop_agreed
 from engine.registry import UnknownNameError
 from engine.state import init_run_state
 from engine.task import check_component_names, prepare_task
@@ -100,35 +101,41 @@ class SSLTrainer:
         """Run the whole plan; returns the run state. Exceptions propagate after on_exception."""
         state = self.state
         try:
-            self._setup_machine()
-            prepare_task(state, self.cfg)
-            self._meters = list(state.meters)
-            train_len = len(state.data_loaders["train"])
-            test_len = len(state.data_loaders["test"])
-            state.phases = build_phase_plan(self.cfg, train_length=train_len, test_length=test_len)
-            state.max_iterations = sum(p.length for p in state.phases if p.train)
-            start_phase, skip_batches, resumed = self._restore()
-            if start_phase >= len(state.phases):
-                logger.info(
-                    "training already complete: %s holds the final checkpoint (phase %d of %d)",
-                    state.run_dir,
-                    state.phase_idx + 1,
-                    len(state.phases),
-                )
-                return state
-            if state.rank == 0:
-                write_text_atomic(state.run_dir / "config.yaml", config_to_yaml(self.cfg))
-            self.engine.fire_event(SSLEvents.ON_START)
-            for phase_idx in range(start_phase, len(state.phases)):
-                skip = skip_batches if phase_idx == start_phase else 0
-                self._run_phase(phase_idx, skip, resumed if phase_idx == start_phase else None)
-            self.engine.fire_event(SSLEvents.ON_END)
-            return state
+            with PreemptionGuard(state):
+                return self._train()
         except (Exception, KeyboardInterrupt) as exc:
             self._handle_exception(exc)
             raise
         finally:
             self._release_data()
+
+    def _train(self) -> Any:
+        """Prepare, restore, and run the remaining phases."""
+        state = self.state
+        self._setup_machine()
+        prepare_task(state, self.cfg)
+        self._meters = list(state.meters)
+        train_len = len(state.data_loaders["train"])
+        test_len = len(state.data_loaders["test"])
+        state.phases = build_phase_plan(self.cfg, train_length=train_len, test_length=test_len)
+        state.max_iterations = sum(p.length for p in state.phases if p.train)
+        start_phase, skip_batches, resumed = self._restore()
+        if start_phase >= len(state.phases):
+            logger.info(
+                "training already complete: %s holds the final checkpoint (phase %d of %d)",
+                state.run_dir,
+                state.phase_idx + 1,
+                len(state.phases),
+            )
+            return state
+        if state.rank == 0:
+            write_text_atomic(state.run_dir / "config.yaml", config_to_yaml(self.cfg))
+        self.engine.fire_event(SSLEvents.ON_START)
+        for phase_idx in range(start_phase, len(state.phases)):
+            skip = skip_batches if phase_idx == start_phase else 0
+            self._run_phase(phase_idx, skip, resumed if phase_idx == start_phase else None)
+        self.engine.fire_event(SSLEvents.ON_END)
+        return state
 
     def _setup_machine(self) -> None:
         state, cfg = self.state, self.cfg
@@ -218,7 +225,14 @@ class SSLTrainer:
             finished = clock()
             state.batch_time.append(finished - started)
             state.data_time.append(fetched - started)
+            stopping = stop_agreed(state)
             engine.fire_event(SSLEvents.ON_STEP)
+            if stopping:
+                raise PreemptedError(
+                    f"stopped by {state.stop_requested} after phase {phase_idx} step "
+                    f"{state.batches} (train iteration {state.iteration}); run the same "
+                    "command again to resume"
+                )
         self._iterator = None
         distributed.barrier()
         engine.fire_event(SSLEvents.ON_PHASE_END)

@@ -9,6 +9,7 @@ from ignite.engine import Engine
 
 from engine.checkpoint_io import checkpoint_name, point_to_newest, remove_old, save_atomic
 from engine.config import Config
+from engine.errors import CheckpointWriteError
 from engine.hook import Hook
 from engine.training_state import collect_training_state
 from hooks import register_hook
@@ -21,8 +22,9 @@ class CheckpointHook(Hook):
     """Writes checkpoints into ``directory`` (rank 0 only).
 
     ==================  ============================================================
-    fires               ``on_step`` (train phases, every ``iter_frequency`` iterations)
-                        and ``on_phase_end`` (every ``phase_frequency`` train phases,
+    fires               ``on_step`` (train phases, every ``iter_frequency`` iterations;
+                        any step after ``state.stop_requested`` is set by a preemption
+                        signal) and ``on_phase_end`` (every ``phase_frequency`` train phases,
                         and always after the last phase of the plan)
     reads               counters, phases, model, optimizer, scaler, loss_fn, meters,
                         hooks' ``state_dict()``, RNG states, cfg
@@ -71,6 +73,9 @@ class CheckpointHook(Hook):
 
     def on_step(self, engine: Engine) -> None:
         state = engine.state
+        if state.stop_requested:
+            self.save(engine, phase_done=False)
+            return
         if not state.train or not self.iter_frequency or state.iteration % self.iter_frequency:
             return
         if state.batches == state.phase_length:
@@ -95,7 +100,13 @@ class CheckpointHook(Hook):
             return None
         checkpoint = collect_training_state(state, phase_done=phase_done)
         path = self.directory / checkpoint_name(state.phase_idx, state.batches)
-        save_atomic(checkpoint, path)
+        try:
+            save_atomic(checkpoint, path)
+        except OSError as exc:
+            raise CheckpointWriteError(
+                f"cannot write checkpoint {path}: {exc.strerror or exc}; the previous "
+                f"checkpoint in {self.directory} is intact"
+            ) from exc
         point_to_newest(self.directory, path.name)
         remove_old(self.directory, self.keep_last)
         logger.debug("checkpoint written: %s", path)
