@@ -1,0 +1,150 @@
+"""Kill a real ``hookbus train`` with SIGKILL at random moments, resume, compare.
+
+Used by tests/test_kill_resume.py (a few kills) and benchmarks/kill_resume.py (many).
+The run is a tiny recipe with a checkpoint after every train iteration, so kills land
+between steps, inside steps and inside checkpoint writes alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+
+from engine.checkpoint_io import newest_valid_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+RECIPE = {
+    "trainer": {"imports": ["tests.tiny_data"], "log_frequency": 5, "test_every_num_epochs": 4},
+    "data": {"name": "tiny_test_images", "image_size": 8, "batch_size": 8, "test_batch_size": 8},
+    "model": {"backbone": {"width": 4}, "head": {"dims": [16, 16, 8]}},
+    "optimizer": {"num_epochs": 12, "warmup_epochs": 1},
+    "meters": {"knn": {"k": 3}},
+    "checkpoint": {"iter_frequency": 1, "keep_last": 2},
+    "hooks": {"progress_bar": {"enabled": False}, "tensorboard": {"enabled": False}},
+    "machine": {"num_threads": 1},
+}
+
+
+@dataclass
+class Outcome:
+    """What a campaign of kills did, and whether the result matched."""
+
+    kills: int = 0
+    kills_in_writes: int = 0
+    kills_before_training: int = 0
+    restarts: int = 0
+    identical_parameters: bool = False
+    identical_losses: bool = False
+    identical_iteration: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def write_recipe(path: Path, epochs: int) -> Path:
+    """The harness recipe, ``epochs`` long, as a YAML file."""
+    recipe = {**RECIPE, "optimizer": {**RECIPE["optimizer"], "num_epochs": epochs}}
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def command(recipe: Path, run_dir: Path) -> list[str]:
+    """The ``hookbus train`` command line for ``run_dir``."""
+    return [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "train",
+        str(recipe),
+        f"checkpoint.dir={run_dir}",
+        "-q",
+    ]
+
+
+def run_to_completion(recipe: Path, run_dir: Path) -> None:
+    """Run (or resume) until the run finishes; raise if it fails."""
+    result = subprocess.run(
+        command(recipe, run_dir), cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"hookbus train failed ({result.returncode}): {result.stderr[-2000:]}")
+
+
+def final_parameters(run_dir: Path) -> dict[str, torch.Tensor]:
+    """The model weights of the newest valid checkpoint."""
+    found = newest_valid_checkpoint(run_dir)
+    assert found is not None, f"no checkpoint in {run_dir}"
+    return found[1]["model"]
+
+
+def phase_losses(run_dir: Path) -> dict[int, float]:
+    """Mean loss per phase from metrics.json, the last line of each phase winning."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.json").read_text().splitlines()]
+    return {row["phase_idx"]: row["loss"] for row in rows}
+
+
+def kill_campaign(
+    workdir: Path, kills: int, *, seed: int = 0, window: float = 0.5, epochs: int = 12
+) -> Outcome:
+    """Kill a run ``kills`` times, each a random 0-``window`` seconds after training
+    starts, finish it, and compare it with an uninterrupted run of the same recipe."""
+    rng = random.Random(seed)
+    recipe = write_recipe(workdir / "recipe.yaml", epochs)
+    reference, victim = workdir / "reference", workdir / "victim"
+    run_to_completion(recipe, reference)
+    outcome = Outcome()
+    while outcome.kills < kills:
+        started = time.time()
+        process = subprocess.Popen(
+            command(recipe, victim),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        outcome.restarts += 1
+        training = _wait_for_training(victim, process, started)
+        if process.poll() is not None:
+            if process.returncode != 0:
+                raise RuntimeError(f"victim run failed: {process.stderr.read()[-2000:]}")
+            outcome.notes.append("the run finished before the planned kills")
+            break
+        time.sleep(rng.uniform(0.0, window))
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stderr.close()
+        outcome.kills += 1
+        outcome.kills_before_training += 0 if training else 1
+        if any(p.name.startswith(".") and ".tmp-" in p.name for p in victim.iterdir()):
+            outcome.kills_in_writes += 1
+    run_to_completion(recipe, victim)
+    expected, got = final_parameters(reference), final_parameters(victim)
+    outcome.identical_parameters = expected.keys() == got.keys() and all(
+        torch.equal(expected[name], got[name]) for name in expected
+    )
+    outcome.identical_losses = phase_losses(reference) == phase_losses(victim)
+    outcome.identical_iteration = (
+        newest_valid_checkpoint(reference)[1]["iteration"]
+        == newest_valid_checkpoint(victim)[1]["iteration"]
+    )
+    return outcome
+
+
+def _wait_for_training(run_dir: Path, process: subprocess.Popen, started: float) -> bool:
+    """Wait until the process started at ``started`` writes config.yaml (just before
+    on_start); False if it ends first or takes a minute."""
+    config = run_dir / "config.yaml"
+    while time.time() < started + 60 and process.poll() is None:
+        if config.exists() and config.stat().st_mtime >= started:
+            return True
+        time.sleep(0.02)
+    return False
