@@ -64,10 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"hookbus {args.command}: error: {exc}", file=sys.stderr)
+        print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except (CheckpointWriteError, FloatingPointError) as exc:
-        print(f"hookbus {args.command}: error: {exc}", file=sys.stderr)
+        print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except PreemptedError as exc:
         print(f"hookbus {args.command}: preempted: {exc}", file=sys.stderr)
@@ -75,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"hookbus {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def _train(args: argparse.Namespace) -> int:
