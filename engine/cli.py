@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, summary in (
         ("train", "train from a YAML recipe; resumes from the newest checkpoint"),
-        ("validate", "check a recipe and its overrides without running anything"),
+        ("validate", "check a recipe and its overrides: build data and model, train nothing"),
         ("hooks", "print the hook plan: each event's handlers in order, with priorities"),
     ):
         command = commands.add_parser(
@@ -100,10 +100,12 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from engine.task import prepare_task
     from engine.trainer import SSLTrainer
 
     cfg = load_config(args.config, args.overrides)
-    SSLTrainer(cfg)
+    trainer = SSLTrainer(cfg)
+    prepare_task(trainer.state, cfg)
     print(f"{args.config}: valid")
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from ignite.engine import State
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
 
 from engine.config import Config
 from engine.data import DATASETS, build_data_loaders
@@ -29,6 +30,31 @@ def check_component_names(cfg: Config) -> None:
             raise ConfigError(f"{key}: {exc}") from None
 
 
+def check_model_accepts_data(
+    model: torch.nn.Module, loader: DataLoader, cfg: Config, device: torch.device | str
+) -> None:
+    """Encode one real image with ``model`` (eval mode, no_grad), or raise a ConfigError.
+
+    A backbone that cannot take the data's images (too small for its pooling, another
+    number of channels) is a config mistake: it is reported before anything is written.
+    """
+    image = loader.dataset[0][0].unsqueeze(0).to(device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model.encode(image)
+    except (RuntimeError, ValueError) as exc:
+        shape = "x".join(str(n) for n in image.shape[1:])
+        problem = str(exc).splitlines()[0]
+        raise ConfigError(
+            f"model.backbone ({cfg.model.backbone.name}) cannot encode the {cfg.data.name} "
+            f"images ({shape}, from data.image_size={cfg.data.image_size}): {problem}"
+        ) from None
+    finally:
+        model.train(was_training)
+
+
 def prepare_task(state: State, cfg: Config) -> None:
     """Build the task onto the run state; the model is DDP-wrapped when distributed.
 
@@ -40,7 +66,11 @@ def prepare_task(state: State, cfg: Config) -> None:
     device = state.device
     state.data_loaders = build_data_loaders(cfg, rank=state.rank, world_size=state.world_size)
     torch.manual_seed(cfg.trainer.seed)
-    state.base_model = build_model(cfg).to(device)
+    try:
+        state.base_model = build_model(cfg).to(device)
+    except ValueError as exc:
+        raise ConfigError(f"model: {exc}") from None
+    check_model_accepts_data(state.base_model, state.data_loaders["memory"], cfg, device)
     state.model = state.base_model
     if state.world_size > 1:
         state.model = DistributedDataParallel(

@@ -39,6 +39,8 @@ def test_validate_accepts_the_shipped_recipe(capsys: pytest.CaptureFixture[str])
         ("loss.name=nope", "loss.name: unknown loss 'nope'"),
         ("trainer.imports=[no_such_module_xyz]", "cannot import 'no_such_module_xyz'"),
         ("hooks.extra=[{name: nope}]", "hooks.extra[0].name: unknown hook 'nope'"),
+        ("model.backbone.in_channels=3", "(small_cnn) cannot encode the digits images (1x16x16"),
+        ("model.head.dims=[64,32]", "model: model.head.dims[0]"),
     ],
 )
 def test_user_errors_exit_2_with_one_clear_line(
