@@ -1,26 +1,64 @@
-"""The ``hookbus`` command line: train, validate and inspect YAML recipes."""
+"""The ``hookbus`` command line: train, validate and inspect YAML recipes; plot runs."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from engine.config_io import load_config
 from engine.errors import CheckpointWriteError, UserError
 from engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError
 
-EXAMPLES = """examples:
-  hookbus train configs/simclr_digits.yaml
-  hookbus train configs/simclr_digits.yaml optimizer.num_epochs=2 checkpoint.dir=runs/try
-  hookbus validate configs/simclr_digits.yaml optimizer.lr=0.3
-  hookbus hooks configs/simclr_digits.yaml
-
-exit status: 0 done (or already complete), 1 crash, 2 user error (bad config,
+EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash, 2 user error (bad config,
 override, file or checkpoint), 75 preempted by SIGTERM/SIGUSR1 (a checkpoint was
 written: run the same command again to resume)
 """
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": (
+        "train from a YAML recipe; resumes from the newest checkpoint",
+        """\
+  hookbus train configs/simclr_digits.yaml
+  hookbus train configs/simclr_digits.yaml optimizer.num_epochs=2 checkpoint.dir=runs/try
+  hookbus train configs/simclr_digits.yaml -q      # warnings and the final summary only
+  torchrun --standalone --nproc_per_node=2 -m engine.cli train configs/simclr_digits.yaml
+""",
+    ),
+    "validate": (
+        "check a recipe and its overrides: build data and model, train nothing",
+        """\
+  hookbus validate configs/simclr_digits.yaml
+  hookbus validate configs/simclr_digits.yaml optimizer.lr=0.3 data.batch_size=128
+""",
+    ),
+    "hooks": (
+        "print the hook plan: each event's handlers in order, with priorities",
+        """\
+  hookbus hooks configs/simclr_digits.yaml
+  hookbus hooks configs/simclr_digits.yaml hooks.tensorboard.enabled=false
+""",
+    ),
+    "schema": (
+        "print the config's JSON Schema, for editors that complete and check recipes",
+        """\
+  hookbus schema > hookbus.schema.json
+  # then, as the first line of a recipe, for the YAML language server:
+  # yaml-language-server: $schema=../hookbus.schema.json
+""",
+    ),
+    "plot": (
+        "redraw a run's curves (loss, learning rate, meters) from its run directory",
+        """\
+  hookbus plot runs/simclr_digits                  # writes runs/simclr_digits/curves.png
+  hookbus plot runs/simclr_digits -o /tmp/curves.png
+""",
+    ),
+}
+"""``{command: (summary, example lines)}`` for ``--help``."""
 
 EXIT_USER_ERROR = 2
 
@@ -30,29 +68,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hookbus",
         description="Self-supervised training of image encoders on an event-driven hook bus.",
-        epilog=EXAMPLES,
+        epilog="examples:\n"
+        + "".join(examples for _, examples in COMMANDS.values())
+        + "\n"
+        + EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, summary in (
-        ("train", "train from a YAML recipe; resumes from the newest checkpoint"),
-        ("validate", "check a recipe and its overrides: build data and model, train nothing"),
-        ("hooks", "print the hook plan: each event's handlers in order, with priorities"),
-    ):
+    for name, (summary, examples) in COMMANDS.items():
         command = commands.add_parser(
             name,
             help=summary,
             description=summary,
-            epilog=EXAMPLES,
+            epilog="examples:\n" + examples + ("\n" + EXIT_STATUS if name == "train" else ""),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        command.add_argument("config", help="path of the YAML recipe")
-        command.add_argument(
-            "overrides",
-            nargs="*",
-            metavar="KEY=VALUE",
-            help="dotted overrides, e.g. optimizer.lr=0.3",
-        )
+        if name == "plot":
+            command.add_argument("run_dir", metavar="RUN_DIR", help="a run directory")
+            command.add_argument(
+                "-o", "--output", help="where to write the PNG (default: RUN_DIR/curves.png)"
+            )
+        elif name != "schema":
+            command.add_argument("config", help="path of the YAML recipe")
+            command.add_argument(
+                "overrides",
+                nargs="*",
+                metavar="KEY=VALUE",
+                help="dotted overrides, e.g. optimizer.lr=0.3",
+            )
         command.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return parser
 
@@ -82,20 +125,15 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from engine.run_summary import RunSummary
     from engine.trainer import SSLTrainer
 
     cfg = load_config(args.config, args.overrides)
     trainer = SSLTrainer(cfg)
+    summary = RunSummary().attach(trainer.engine)
     state = trainer.train()
-    evaluation = state.summary.get("evaluation")
-    if evaluation:
-        trained = evaluation["trained"]
-        print(
-            f"done: kNN top-1 {trained['knn_top1']:.4f}, "
-            f"probe top-1 {trained['probe_top1']:.4f}; run directory {state.run_dir}"
-        )
-    else:
-        print(f"done: run directory {state.run_dir}")
+    if state.rank == 0:
+        print("\n".join(summary.lines(state)))
     return 0
 
 
@@ -118,11 +156,39 @@ def _hooks(args: argparse.Namespace) -> int:
     for event, handlers in handler_priorities(trainer.engine).items():
         listed = ", ".join(f"{name} ({priority})" for name, priority in handlers) or "-"
         print(f"{event:<18} {listed}")
+    stateful = [hook.name for hook in trainer.hooks if hook.has_state()]
+    print(
+        f"\n{len(trainer.hooks)} hooks; lower priorities run first; "
+        f"checkpoints carry the state of: {', '.join(stateful) or 'none'}"
+    )
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from engine.reference.json_schema import config_json_schema
+
+    print(json.dumps(config_json_schema(), indent=2))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from engine.plot import PLOT_FILE, build_figure, read_curves, save_png
+
+    run_dir = Path(args.run_dir)
+    output = Path(args.output) if args.output else run_dir / PLOT_FILE
+    save_png(build_figure(read_curves(run_dir), str(run_dir)), output)
+    print(f"wrote {output}")
     return 0
 
 
 _CONSOLE = "hookbus-console"
-_COMMANDS = {"train": _train, "validate": _validate, "hooks": _hooks}
+_COMMANDS = {
+    "train": _train,
+    "validate": _validate,
+    "hooks": _hooks,
+    "schema": _schema,
+    "plot": _plot,
+}
 
 
 def _setup_logging(quiet: bool) -> None:

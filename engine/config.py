@@ -168,6 +168,7 @@ class HooksConfig(Section):
     progress_bar: EnabledHook = Field(default_factory=EnabledHook)
     metrics_json: EnabledHook = Field(default_factory=EnabledHook)
     tensorboard: EnabledHook = Field(default_factory=EnabledHook)
+    summary_plot: EnabledHook = Field(default_factory=EnabledHook)
     nan_check: NanCheckConfig = Field(default_factory=NanCheckConfig)
     evaluation_report: EvaluationReportConfig = Field(default_factory=EvaluationReportConfig)
     extra: list[ExtraHookConfig] = Field(default_factory=list, description="user hooks")

@@ -15,6 +15,7 @@ from hooks.meter_sync import MeterSyncHook
 from hooks.metrics_json import MetricsJsonHook
 from hooks.nan_check import NanCheckHook
 from hooks.progress_bar import ProgressBarHook
+from hooks.summary_plot import SummaryPlotHook
 from hooks.tensorboard import TensorBoardHook
 from hooks.timing import TimingHook
 
@@ -23,7 +24,7 @@ def default_hooks(cfg: Config) -> list[Hook]:
     """The hooks a run of ``cfg`` uses when none are given, in attach order.
 
     Always: timing, meter sync, checkpoint. Each of log, progress bar, metrics.json,
-    TensorBoard and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing
+    TensorBoard, summary plot and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing
     when ``model.cuda_cache.clear_cuda_cache``; the evaluation report when
     ``hooks.evaluation_report.enabled``; then every ``hooks.extra`` entry, built by name
     with its ``params``.
@@ -40,6 +41,8 @@ def default_hooks(cfg: Config) -> list[Hook]:
         hooks.append(MetricsJsonHook.from_config(cfg))
     if section.tensorboard.enabled:
         hooks.append(TensorBoardHook.from_config(cfg))
+    if section.summary_plot.enabled:
+        hooks.append(SummaryPlotHook.from_config(cfg))
     if cfg.model.cuda_cache.clear_cuda_cache:
         hooks.append(CudaCacheHook.from_config(cfg))
     if section.evaluation_report.enabled:

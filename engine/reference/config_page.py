@@ -1,4 +1,4 @@
-"""Reference text generated from the code: the config keys, so docs never drift."""
+"""The config reference page: every key of the pydantic schema, its type, default and meaning."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def config_rows(
     return rows
 
 
+def undocumented_config_keys() -> list[str]:
+    """The leaf keys whose field has no description."""
+    return [key for key, _, _, description in config_rows() if not description]
+
+
 def config_reference_markdown() -> str:
     """The config reference page (docs/configuration.md)."""
     lines = [
@@ -33,6 +38,8 @@ def config_reference_markdown() -> str:
         "Generated from `engine/config.py` by `make docs-reference`; a test fails when this",
         "page and the code differ. Every key has a default; a recipe sets what differs.",
         "Unknown keys are errors. Override any key on the command line as `section.key=value`.",
+        "`hookbus schema` prints the same schema as JSON Schema, for editors",
+        "([Editor support](guides/editor-support.md)).",
         "",
     ]
     section = None

@@ -1,0 +1,81 @@
+"""``hookbus --help`` per command, ``hookbus schema`` against the recipes, the hook plan."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+from engine.cli import COMMANDS, build_parser, main
+from engine.config import Config
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted((ROOT / "configs").glob("*.yaml"))
+
+
+def help_of(command: str) -> str:
+    subparsers = build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
+    return subparsers.choices[command].format_help()
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_help_has_examples_of_itself(command: str) -> None:
+    text = help_of(command)
+    examples = text.split("examples:\n", 1)[1]
+    assert f"  hookbus {command} " in examples
+    assert "-q, --quiet" in text
+
+
+def test_top_level_help_lists_every_command_and_the_exit_statuses() -> None:
+    text = build_parser().format_help()
+    for command in COMMANDS:
+        assert f"  hookbus {command} " in text
+    assert "75 preempted" in text
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["schema"]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_schema_names_its_dialect_and_every_section(schema: dict) -> None:
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert set(schema["properties"]) == set(Config.model_fields)
+    assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[path.name for path in RECIPES])
+def test_every_shipped_recipe_passes_the_schema(schema: dict, recipe: Path) -> None:
+    errors = list(Draft202012Validator(schema).iter_errors(yaml.safe_load(recipe.read_text())))
+    assert [error.message for error in errors] == []
+
+
+def test_schema_flags_a_typo_and_a_wrong_type_as_an_editor_would(schema: dict) -> None:
+    validator = Draft202012Validator(schema)
+    typo = {"optimizer": {"lrr": 0.1}}
+    wrong = {"optimizer": {"name": "adam"}, "trainer": {"seed": "zero"}}
+    messages = [error.message for error in validator.iter_errors(typo)]
+    assert len(messages) == 1 and "'lrr' was unexpected" in messages[0]
+    assert len(list(validator.iter_errors(wrong))) == 2
+
+
+def test_hook_plan_ends_with_the_hook_count_and_the_checkpointed_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["hooks", str(ROOT / "configs" / "simclr_digits.yaml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["on_start", "on_phase_start", "on_forward"]
+    assert "summary_plot (50)" in next(line for line in lines if line.startswith("on_end"))
+    assert re.fullmatch(r"\d+ hooks; lower priorities run first; checkpoints carry .*", lines[-1])
+    assert "summary_plot" in lines[-1].split("state of: ")[1]
