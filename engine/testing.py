@@ -6,7 +6,8 @@ from typing import Any
 
 from ignite.engine import Engine
 
-from engine.events import EVENT_COUNTERS, SSLEvents
+from engine.bus import BusEngine
+from engine.events import SSLEvents
 from engine.state import init_run_state
 
 
@@ -14,8 +15,8 @@ def _no_step(engine: Engine, batch: Any) -> None:
     return None
 
 
-class FakeEngine(Engine):
-    """A real ignite ``Engine`` with the SSL events registered and a default run state.
+class FakeEngine(BusEngine):
+    """The trainer's ignite engine (:class:`engine.bus.BusEngine`) with a default run state.
 
     Hooks attach to it exactly as to :attr:`engine.SSLTrainer.engine`;
     ``fire_event(SSLEvents.X)`` runs their handlers in priority order. Run-state fields
@@ -32,7 +33,6 @@ class FakeEngine(Engine):
 
     def __init__(self, **state_fields: Any) -> None:
         super().__init__(_no_step)
-        self.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
         init_run_state(self.state, **state_fields)
 
     def step(self, *, train: bool | None = None) -> None:

@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from ignite.engine import Engine
 
 from engine import distributed
-from engine.bus import hook_plan
+from engine.bus import BusEngine, hook_plan
 from engine.checkpoint_io import (
     newest_valid_checkpoint,
     remove_stale_temporaries,
@@ -25,7 +24,7 @@ from engine.config import Config
 from engine.config_io import config_to_yaml
 from engine.data import set_loader_epoch
 from engine.errors import ConfigError
-from engine.events import EVENT_COUNTERS, SSLEvents
+from engine.events import SSLEvents
 from engine.hook import Hook
 from engine.imports import import_user_modules
 from engine.phases import build_phase_plan
@@ -78,8 +77,7 @@ class SSLTrainer:
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"hook names must be unique; repeated: {duplicates}")
-        self.engine = Engine(self.train_step)
-        self.engine.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
+        self.engine = BusEngine(self.train_step)
         init_run_state(
             self.engine.state, cfg=cfg, run_dir=Path(cfg.checkpoint.dir), hooks=self.hooks
         )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from ignite.engine import Engine
+from types import SimpleNamespace
 
-from engine.bus import handler_priorities, hook_plan
+from ignite.engine import Engine, Events
+
+from engine import SSLTrainer
+from engine.bus import BusEngine, handler_priorities, hook_plan
+from engine.config import Config
 from engine.events import SSLEvents
 from engine.hook import Hook
 from engine.testing import FakeEngine
@@ -96,3 +100,67 @@ def test_fake_engine_step_skips_backward_and_update_in_test_phases() -> None:
     assert fired == ["on_forward", "on_loss_and_meter", "on_step"]
     assert engine.state.iteration == 0
     assert engine.state.local_iteration_num == 1
+
+
+def test_bus_engine_fires_ssl_events_without_ignite_checks_or_logging() -> None:
+    engine, seen = FakeEngine(), []
+    engine.add_event_handler(SSLEvents.ON_UPDATE, lambda e: seen.append("update"))
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the fast path must not call ignite's per-call checks")
+
+    engine._assert_allowed_event = refuse  # type: ignore[method-assign]
+    engine.logger = SimpleNamespace(debug=refuse, error=refuse)  # type: ignore[assignment]
+    engine.fire_event(SSLEvents.ON_UPDATE)
+    assert seen == ["update"]
+    assert engine.last_event_name is SSLEvents.ON_UPDATE
+
+
+def test_bus_engine_passes_extra_arguments_and_skips_the_engine_when_not_wanted() -> None:
+    engine, seen = FakeEngine(), []
+    engine.add_event_handler(
+        SSLEvents.ON_STEP, lambda e, tag, *, n: seen.append((tag, n)), "a", n=1
+    )
+    engine.add_event_handler(SSLEvents.ON_STEP, lambda: seen.append("no engine"))
+    engine.fire_event(SSLEvents.ON_STEP)
+    assert seen == [("a", 1), "no engine"]
+
+
+def test_bus_engine_forgets_removed_handlers() -> None:
+    engine, seen = FakeEngine(), []
+    handle = engine.add_event_handler(SSLEvents.ON_STEP, lambda e: seen.append("handle"))
+
+    def by_name(e: Engine) -> None:
+        seen.append("by name")
+
+    engine.add_event_handler(SSLEvents.ON_STEP, by_name)
+    handle.remove()
+    engine.remove_event_handler(by_name, SSLEvents.ON_STEP)
+    engine.fire_event(SSLEvents.ON_STEP)
+    assert seen == []
+
+
+def test_bus_engine_runs_a_handler_added_during_a_firing_from_the_next_one() -> None:
+    engine, seen = FakeEngine(), []
+
+    def add_another(e: Engine) -> None:
+        seen.append("first")
+        if len(seen) == 1:
+            e.add_event_handler(SSLEvents.ON_STEP, lambda _: seen.append("added"))
+
+    engine.add_event_handler(SSLEvents.ON_STEP, add_another)
+    engine.fire_event(SSLEvents.ON_STEP)
+    engine.fire_event(SSLEvents.ON_STEP)
+    assert seen == ["first", "first", "added"]
+
+
+def test_bus_engine_leaves_ignite_events_to_ignite() -> None:
+    engine, seen = FakeEngine(), []
+    engine.add_event_handler(Events.EPOCH_COMPLETED, lambda e: seen.append(e.last_event_name))
+    engine.fire_event(Events.EPOCH_COMPLETED)
+    assert seen == [Events.EPOCH_COMPLETED]
+
+
+def test_trainer_and_fake_engine_use_the_bus_engine(tiny_cfg: Config) -> None:
+    assert isinstance(SSLTrainer(tiny_cfg, hooks=[]).engine, BusEngine)
+    assert isinstance(FakeEngine(), BusEngine)
