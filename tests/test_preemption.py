@@ -75,7 +75,7 @@ def test_signal_checkpoints_at_the_step_boundary_and_resume_is_exact(
 
 
 def test_preempted_process_exits_75_and_resumes(tmp_path: Path) -> None:
-    recipe = write_recipe(tmp_path / "recipe.yaml", epochs=60)
+    recipe = write_recipe(tmp_path / "recipe.yaml", epochs=30)
     run = tmp_path / "run"
     started = time.time()
     process = subprocess.Popen(
@@ -85,7 +85,7 @@ def test_preempted_process_exits_75_and_resumes(tmp_path: Path) -> None:
     while not (config.exists() and config.stat().st_mtime >= started):
         assert process.poll() is None, process.stderr.read()
         time.sleep(0.02)
-    time.sleep(0.3)
+    time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=60)
     assert process.returncode == PREEMPTED_EXIT_STATUS, err
@@ -95,7 +95,7 @@ def test_preempted_process_exits_75_and_resumes(tmp_path: Path) -> None:
     assert checkpoint["phase_done"] is False
     result = subprocess.run(command(recipe, run), cwd=ROOT, capture_output=True, timeout=300)
     assert result.returncode == 0
-    assert newest_valid_checkpoint(run)[1]["iteration"] == 180  # 60 epochs x 3 steps
+    assert newest_valid_checkpoint(run)[1]["iteration"] == 90  # 30 epochs x 3 steps
     assert final_parameters(run).keys() == checkpoint["model"].keys()
 
 
