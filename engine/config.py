@@ -18,7 +18,9 @@ class TrainerConfig(Section):
     train_step_name: str = Field(
         "standard_train_step", description="train step, by its registered name"
     )
-    seed: int = Field(0, ge=0, description="seed of model init, data order and augmentations")
+    seed: int = Field(
+        0, ge=0, le=2**32 - 1, description="seed of model init, data order and augmentations"
+    )
     test_model: bool = Field(True, description="run test phases")
     test_only: bool = Field(False, description="run one test phase and no training")
     test_every_num_epochs: int = Field(
@@ -179,6 +181,19 @@ class DistributedConfig(Section):
         "auto", description="nccl on GPUs, gloo otherwise, when auto"
     )
     find_unused_parameters: bool = Field(False, description="passed to DDP")
+    nproc_per_node: int = Field(
+        1,
+        ge=1,
+        description="processes `hookbus train` starts on this machine (ignored under torchrun)",
+    )
+    timeout_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="a collective that waits longer (a dead or hung rank) ends the run",
+    )
+    sync_batch_norm: bool = Field(
+        False, description="convert BatchNorm layers to SyncBatchNorm (CUDA devices only)"
+    )
 
 
 class MachineConfig(Section):
