@@ -1,0 +1,54 @@
+"""plain_step: the tutorial's train step, the standard step's contract without its options.
+
+The standard step adds autocast, gradient scaling, accumulation and DDP's ``no_sync``;
+this one keeps only what every step must do, so it reads in one screen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ignite.engine import Engine
+
+from engine import SSLEvents
+from engine.distributed import all_reduce_mean
+from engine.optim import learning_rate, set_learning_rate
+from steps import move_to_device, register_train_step
+
+
+@register_train_step("plain_step")
+def plain_step(engine: Engine, batch: Any) -> Any:
+    """Forward, loss and meters; in train phases backward and an optimizer step.
+
+    Writes ``last_batch``, ``last_output``, ``loss`` (detached, averaged over ranks),
+    ``loss_sum`` and, in train phases, ``lr``; fires ``on_forward``,
+    ``on_loss_and_meter``, then in train phases ``on_backward`` and ``on_update``.
+    The trainer moves the counters and fires ``on_step`` after it returns.
+    """
+    state = engine.state
+    batch = move_to_device(batch, state.device)
+    state.last_batch = batch
+    with torch.set_grad_enabled(state.train):
+        output = state.model(batch)
+        state.last_output = output
+        engine.fire_event(SSLEvents.ON_FORWARD)
+
+        loss = state.loss_fn(output, batch)
+        state.loss = all_reduce_mean(loss.detach())
+        state.loss_sum = state.loss if state.loss_sum is None else state.loss_sum + state.loss
+        for meter in state.meters:
+            meter.update(output, batch)
+        engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
+    if not state.train:
+        return output
+
+    state.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    engine.fire_event(SSLEvents.ON_BACKWARD)
+
+    state.lr = learning_rate(state.cfg.optimizer, state.iteration, state.phase_length)
+    set_learning_rate(state.optimizer, state.lr)
+    state.optimizer.step()
+    engine.fire_event(SSLEvents.ON_UPDATE)
+    return output
