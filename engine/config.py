@@ -60,10 +60,77 @@ class AugmentConfig(Section):
         return self
 
 
+class SmallViewsConfig(Section):
+    """Multi-crop: small views made beside the ``data.num_views`` large ones."""
+
+    count: int = Field(0, ge=0, description="small views per image (0: no multi-crop)")
+    size: int = Field(12, ge=4, description="side of the small views, in pixels")
+    crop_area: tuple[float, float] = Field(
+        (0.25, 0.6), description="random resized crop of the small views: area range"
+    )
+
+    @model_validator(mode="after")
+    def _ordered_area(self) -> SmallViewsConfig:
+        low, high = self.crop_area
+        if not 0 < low <= high <= 1:
+            raise ValueError("crop_area must be (low, high) with 0 < low <= high <= 1")
+        return self
+
+
+class TorchvisionAugmentConfig(Section):
+    """Per-image torchvision ``transforms.v2`` augmentations (``data.pipeline: torchvision``)."""
+
+    crop_scale: tuple[float, float] = Field(
+        (0.14, 1.0), description="random resized crop of the large views: area range"
+    )
+    flip_prob: float = Field(0.5, ge=0, le=1, description="horizontal flip probability")
+    color_jitter: tuple[float, float, float, float] = Field(
+        (0.4, 0.4, 0.2, 0.1), description="brightness, contrast, saturation, hue jitter"
+    )
+    color_jitter_prob: float = Field(0.8, ge=0, le=1, description="color jitter probability")
+    grayscale_prob: float = Field(0.2, ge=0, le=1, description="random grayscale probability")
+    blur_prob: float = Field(0.5, ge=0, le=1, description="Gaussian blur probability")
+    solarize_prob: float = Field(0.0, ge=0, le=1, description="solarization probability")
+    mean: tuple[float, float, float] = Field(
+        (0.485, 0.456, 0.406), description="per-channel mean used to normalise"
+    )
+    std: tuple[float, float, float] = Field(
+        (0.229, 0.224, 0.225), description="per-channel standard deviation used to normalise"
+    )
+
+
+class ImageFolderConfig(Section):
+    """Where the ``image_folder`` data set reads its images."""
+
+    train_dir: Path | None = Field(
+        None, description="train images: a folder of class folders, or a flat folder"
+    )
+    test_dir: Path | None = Field(
+        None, description="test images, class folders named as in train_dir; None: train_dir"
+    )
+
+
+class SyntheticDataConfig(Section):
+    """The generated ``synthetic`` data set: one oriented stripe pattern per class."""
+
+    num_classes: int = Field(4, ge=2, description="classes")
+    train_size: int = Field(256, ge=1, description="train images")
+    test_size: int = Field(64, ge=1, description="test images")
+    channels: int = Field(3, ge=1, description="image channels")
+
+
 class DataConfig(Section):
     name: str = Field("digits", description="data set, by its registered name")
     image_size: int = Field(16, ge=4, description="side of the square images, in pixels")
-    num_views: int = Field(2, ge=2, description="augmented views per image")
+    num_views: int = Field(
+        2, ge=1, description="large augmented views per image (the small ones: small_views)"
+    )
+    small_views: SmallViewsConfig = Field(default_factory=SmallViewsConfig)
+    pipeline: Literal["batch", "torchvision"] = Field(
+        "batch",
+        description="batch: batched augmentations of in-memory image tensors (data.augment); "
+        "torchvision: per-image transforms.v2 (data.torchvision), needed by image_folder",
+    )
     batch_size: int = Field(256, ge=1, description="train batch size per process")
     test_batch_size: int = Field(256, ge=1, description="test and memory batch size")
     drop_last: bool = Field(True, description="drop the last partial train batch")
@@ -71,6 +138,18 @@ class DataConfig(Section):
     pin_memory: bool = Field(False, description="pin host memory (useful on GPUs)")
     test_size: int = Field(500, ge=1, description="held-out images (digits)")
     augment: AugmentConfig = Field(default_factory=AugmentConfig)
+    torchvision: TorchvisionAugmentConfig = Field(default_factory=TorchvisionAugmentConfig)
+    folder: ImageFolderConfig = Field(default_factory=ImageFolderConfig)
+    synthetic: SyntheticDataConfig = Field(default_factory=SyntheticDataConfig)
+
+    @model_validator(mode="after")
+    def _folder_needs_torchvision(self) -> DataConfig:
+        if self.name == "image_folder" and self.pipeline != "torchvision":
+            raise ValueError(
+                "data.name image_folder needs data.pipeline: torchvision (its images differ "
+                "in size, so they are augmented one by one)"
+            )
+        return self
 
 
 class CudaCacheConfig(Section):
@@ -87,6 +166,11 @@ class BackboneConfig(Section):
     name: str = Field("small_cnn", description="backbone, by its registered name")
     width: int = Field(32, ge=1, description="channels of the first layer (small_cnn)")
     in_channels: int = Field(1, ge=1, description="image channels")
+    small_stem: bool = Field(
+        False,
+        description="resnet*: a 3x3 stride-1 first convolution and no max-pool, for small "
+        "images (an export then needs the same stem in torchvision's model)",
+    )
 
 
 class HeadConfig(Section):
@@ -98,16 +182,125 @@ class HeadConfig(Section):
     batch_norm: bool = Field(True, description="BatchNorm after each hidden layer")
 
 
+class PredictorConfig(Section):
+    """The prediction MLP on top of the projection head (BYOL)."""
+
+    dims: list[int] = Field(
+        default_factory=list,
+        description="prediction MLP sizes, input first (= model.head.dims[-1]); empty: none",
+    )
+    batch_norm: bool = Field(True, description="BatchNorm after each hidden layer")
+
+    @model_validator(mode="after")
+    def _input_and_output(self) -> PredictorConfig:
+        if len(self.dims) == 1:
+            raise ValueError("dims needs an input and an output size, or nothing")
+        return self
+
+
+class PrototypesConfig(Section):
+    """A linear layer without bias on the L2-normalised embeddings (SwAV, DINO)."""
+
+    count: int = Field(0, ge=0, description="prototypes (output scores); 0: none")
+    weight_norm: bool = Field(
+        False,
+        description="use L2-normalised prototype weights in the forward (DINO's "
+        "weight-normalised last layer); SwAV normalises them in a hook instead",
+    )
+
+
+class LinearEvalConfig(Section):
+    """Linear evaluation: a linear classifier trained on a frozen backbone."""
+
+    enabled: bool = Field(False, description="train a linear classifier, not an SSL head")
+    num_classes: int = Field(10, ge=2, description="classes of the linear classifier")
+    checkpoint: Path | None = Field(
+        None,
+        description="backbone weights to start from: a hookbus checkpoint or an exported "
+        "state dict; None: random init",
+    )
+
+
 class ModelConfig(Section):
     backbone: BackboneConfig = Field(default_factory=BackboneConfig)
     head: HeadConfig = Field(default_factory=HeadConfig)
+    predictor: PredictorConfig = Field(default_factory=PredictorConfig)
+    prototypes: PrototypesConfig = Field(default_factory=PrototypesConfig)
+    linear_eval: LinearEvalConfig = Field(default_factory=LinearEvalConfig)
     amp: AmpConfig = Field(default_factory=AmpConfig)
     cuda_cache: CudaCacheConfig = Field(default_factory=CudaCacheConfig)
 
 
+class MomentumSchedule(Section):
+    """An EMA momentum rising from ``momentum`` to ``final_momentum`` on a half cosine over
+    the run's train iterations."""
+
+    momentum: float = Field(0.99, ge=0, le=1, description="EMA momentum at the first step")
+    final_momentum: float = Field(1.0, ge=0, le=1, description="EMA momentum at the last step")
+
+
+class MocoConfig(MomentumSchedule):
+    """MoCo v2: the momentum key encoder and the queue of keys."""
+
+    temperature: float = Field(0.2, gt=0, description="softmax temperature")
+    queue_size: int = Field(1024, ge=1, description="keys kept as negatives")
+
+
+class ByolConfig(MomentumSchedule):
+    """BYOL: the target network, an EMA of the online backbone and projector."""
+
+
+class SwavConfig(Section):
+    """SwAV: swapped prediction of Sinkhorn-Knopp codes."""
+
+    temperature: float = Field(0.1, gt=0, description="softmax temperature of the predictions")
+    epsilon: float = Field(0.05, gt=0, description="Sinkhorn-Knopp entropy regularisation")
+    sinkhorn_iterations: int = Field(3, ge=1, description="Sinkhorn-Knopp iterations")
+    assign_views: int = Field(2, ge=1, description="the first N views get codes")
+    freeze_prototypes_iterations: int = Field(
+        0, ge=0, description="prototypes get no update in the first N train iterations"
+    )
+    queue_size: int = Field(0, ge=0, description="embeddings queued per assigned view; 0: off")
+    queue_start_epoch: int = Field(0, ge=0, description="first epoch (0-based) with a queue")
+
+
+class DinoConfig(MomentumSchedule):
+    """DINO: self-distillation with a momentum teacher, centering and sharpening."""
+
+    student_temperature: float = Field(0.1, gt=0, description="student softmax temperature")
+    teacher_temperature: float = Field(0.04, gt=0, description="teacher temperature after warm-up")
+    warmup_teacher_temperature: float = Field(
+        0.04, gt=0, description="teacher temperature at the first epoch"
+    )
+    warmup_teacher_epochs: int = Field(
+        0, ge=0, description="epochs of linear teacher-temperature warm-up"
+    )
+    center_momentum: float = Field(0.9, ge=0, lt=1, description="EMA momentum of the center")
+    global_views: int = Field(2, ge=1, description="the first N views go through the teacher")
+    freeze_last_layer_epochs: int = Field(
+        1, ge=0, description="the last layer (prototypes) gets no update for N epochs"
+    )
+
+
+class BarlowTwinsConfig(Section):
+    """Barlow Twins: the cross-correlation of two views driven toward the identity."""
+
+    lambd: float = Field(0.005, ge=0, description="lambda, the weight of the off-diagonal terms")
+    eps: float = Field(1e-5, gt=0, description="variance epsilon of the BatchNorm")
+
+
 class LossConfig(Section):
-    name: str = Field("nt_xent", description="loss, by its registered name")
-    temperature: float = Field(0.5, gt=0, description="softmax temperature")
+    name: str = Field(
+        "nt_xent",
+        description="loss, by its registered name; it selects the method and its hooks: "
+        "nt_xent (SimCLR), moco, byol, swav, dino, barlow_twins, cross_entropy (linear eval)",
+    )
+    temperature: float = Field(0.5, gt=0, description="softmax temperature (nt_xent)")
+    moco: MocoConfig = Field(default_factory=MocoConfig)
+    byol: ByolConfig = Field(default_factory=ByolConfig)
+    swav: SwavConfig = Field(default_factory=SwavConfig)
+    dino: DinoConfig = Field(default_factory=DinoConfig)
+    barlow_twins: BarlowTwinsConfig = Field(default_factory=BarlowTwinsConfig)
 
 
 class OptimizerConfig(Section):
@@ -129,8 +322,22 @@ class KnnMeterConfig(Section):
     k: int = Field(20, ge=1, description="neighbours")
 
 
+class AccuracyMeterConfig(Section):
+    enabled: bool = Field(False, description="top-k accuracy of output logits (linear eval)")
+    topk: list[int] = Field(default_factory=lambda: [1, 5], description="the k values")
+
+
+class CollapseMeterConfig(Section):
+    enabled: bool = Field(
+        False,
+        description="collapse diagnostics: feature std, teacher entropy, prototypes in use",
+    )
+
+
 class MetersConfig(Section):
     knn: KnnMeterConfig = Field(default_factory=KnnMeterConfig)
+    accuracy: AccuracyMeterConfig = Field(default_factory=AccuracyMeterConfig)
+    collapse: CollapseMeterConfig = Field(default_factory=CollapseMeterConfig)
 
 
 class CheckpointConfig(Section):
@@ -215,3 +422,18 @@ class Config(Section):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     machine: MachineConfig = Field(default_factory=MachineConfig)
+
+    @model_validator(mode="after")
+    def _method_parts(self) -> Config:
+        """The model parts each method's loss reads must be configured."""
+        model, loss = self.model, self.loss.name
+        if loss == "byol" and not model.predictor.dims:
+            raise ValueError("loss.name byol needs a predictor: set model.predictor.dims")
+        if loss in ("swav", "dino") and not model.prototypes.count:
+            raise ValueError(f"loss.name {loss} needs prototypes: set model.prototypes.count")
+        if model.linear_eval.enabled != (loss == "cross_entropy"):
+            raise ValueError(
+                "model.linear_eval.enabled and loss.name cross_entropy go together: "
+                "linear evaluation trains a classifier with the cross-entropy loss"
+            )
+        return self

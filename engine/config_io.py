@@ -88,6 +88,9 @@ def _describe(error: dict[str, Any]) -> str:
         return f"unknown key {path!r}" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
     if error["type"] == "missing":
         return f"{path}: required key is missing"
+    if error["type"] == "value_error" and isinstance(error.get("input"), dict):
+        # A check across a section's keys: the message names them; the input is the section.
+        return f"{path}: {error['msg'].removeprefix('Value error, ')}"
     return f"{path}: {error['msg']} (got {error.get('input')!r})"
 
 

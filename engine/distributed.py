@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -40,18 +41,50 @@ def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
     return reduced / dist.get_world_size()
 
 
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """The sum of ``tensor`` over ranks (the tensor itself in one process); no gradient."""
+    if not is_distributed():
+        return tensor
+    reduced = tensor.clone()
+    dist.all_reduce(reduced)
+    return reduced
+
+
+def all_reduce_max(tensor: torch.Tensor) -> torch.Tensor:
+    """The element-wise maximum of ``tensor`` over ranks (itself in one process)."""
+    if not is_distributed():
+        return tensor
+    reduced = tensor.clone()
+    dist.all_reduce(reduced, op=dist.ReduceOp.MAX)
+    return reduced
+
+
+def all_gather_cat(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` of every rank concatenated along dim 0, in rank order; no gradient.
+
+    Every rank must pass the same shape. In one process: the tensor itself.
+    """
+    if not is_distributed():
+        return tensor
+    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, tensor.contiguous())
+    return torch.cat(parts)
+
+
 def init_from_environment(cfg: Config) -> bool:
     """Join the process group that ``torchrun`` describes in the environment, if any.
 
     Returns True when this call initialised it. The backend is ``distributed.backend``;
-    ``auto`` picks nccl when CUDA is available and gloo otherwise.
+    ``auto`` picks nccl when CUDA is available and gloo otherwise. A collective that
+    waits longer than ``distributed.timeout_seconds`` (a dead or hung rank) raises.
     """
     if dist.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
     backend = cfg.distributed.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend=backend)
+    timeout = timedelta(seconds=cfg.distributed.timeout_seconds)
+    dist.init_process_group(backend=backend, timeout=timeout)
     return True
 
 

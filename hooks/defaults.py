@@ -12,6 +12,12 @@ from hooks.cuda_cache import CudaCacheHook
 from hooks.evaluation_report import EvaluationReportHook
 from hooks.log import LogHook
 from hooks.meter_sync import MeterSyncHook
+from hooks.methods.dino_centering import DinoCenteringHook
+from hooks.methods.freeze_prototypes import FreezePrototypesHook
+from hooks.methods.key_queue import KeyQueueHook
+from hooks.methods.momentum_teacher import MomentumTeacherHook
+from hooks.methods.prototype_normalization import PrototypeNormalizationHook
+from hooks.methods.swav_queue import SwavQueueHook
 from hooks.metrics_json import MetricsJsonHook
 from hooks.nan_check import NanCheckHook
 from hooks.progress_bar import ProgressBarHook
@@ -23,14 +29,15 @@ from hooks.timing import TimingHook
 def default_hooks(cfg: Config) -> list[Hook]:
     """The hooks a run of ``cfg`` uses when none are given, in attach order.
 
-    Always: timing, meter sync, checkpoint. Each of log, progress bar, metrics.json,
+    Always: timing, meter sync, checkpoint; the hooks of the method that ``loss.name``
+    selects (:func:`method_hooks`). Each of log, progress bar, metrics.json,
     TensorBoard, summary plot and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing
     when ``model.cuda_cache.clear_cuda_cache``; the evaluation report when
     ``hooks.evaluation_report.enabled``; then every ``hooks.extra`` entry, built by name
     with its ``params``.
     """
     section = cfg.hooks
-    hooks: list[Hook] = [TimingHook.from_config(cfg), MeterSyncHook()]
+    hooks: list[Hook] = [TimingHook.from_config(cfg), MeterSyncHook(), *method_hooks(cfg)]
     if section.nan_check.enabled:
         hooks.append(NanCheckHook.from_config(cfg))
     if section.log.enabled:
@@ -58,3 +65,41 @@ def default_hooks(cfg: Config) -> list[Hook]:
         except TypeError as exc:
             raise ConfigError(f"hooks.extra[{index}] ({extra.name}): bad params: {exc}") from None
     return hooks
+
+
+def method_hooks(cfg: Config) -> list[Hook]:
+    """The hooks of the SSL method that ``loss.name`` selects.
+
+    ==================  ============================================================
+    ``loss.name``       hooks
+    ==================  ============================================================
+    ``nt_xent``         none (SimCLR is its loss)
+    ``moco``            momentum_teacher (key encoder), key_queue
+    ``byol``            momentum_teacher (target network)
+    ``swav``            prototype_normalization, freeze_prototypes; swav_queue when
+                        ``loss.swav.queue_size`` > 0
+    ``dino``            momentum_teacher (teacher, on the global views),
+                        dino_centering, freeze_prototypes (last layer)
+    ``barlow_twins``    none
+    ==================  ============================================================
+    """
+    name = cfg.loss.name
+    if name == "moco":
+        return [MomentumTeacherHook.from_config(cfg), KeyQueueHook.from_config(cfg)]
+    if name == "byol":
+        return [MomentumTeacherHook.from_config(cfg)]
+    if name == "swav":
+        hooks: list[Hook] = [
+            PrototypeNormalizationHook.from_config(cfg),
+            FreezePrototypesHook.from_config(cfg),
+        ]
+        if cfg.loss.swav.queue_size:
+            hooks.append(SwavQueueHook.from_config(cfg))
+        return hooks
+    if name == "dino":
+        return [
+            MomentumTeacherHook.from_config(cfg),
+            DinoCenteringHook.from_config(cfg),
+            FreezePrototypesHook.from_config(cfg),
+        ]
+    return []

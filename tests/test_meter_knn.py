@@ -99,4 +99,4 @@ def test_build_meters_follows_the_config() -> None:
     assert [type(m) for m in built] == [KnnMeter]
     assert built[0].k == 7
     assert build_meters(Config.model_validate({"meters": {"knn": {"enabled": False}}})) == []
-    assert METERS.names() == ["knn"]
+    assert METERS.names() == ["accuracy", "collapse", "knn"]

@@ -7,7 +7,13 @@ from collections.abc import Callable
 from torch import nn
 
 from engine.config import Config, LossConfig
+from engine.losses.barlow_twins import BarlowTwinsLoss
+from engine.losses.byol import ByolLoss
+from engine.losses.cross_entropy import ClassificationLoss
+from engine.losses.dino import DinoLoss
+from engine.losses.moco import MocoLoss
 from engine.losses.nt_xent import NTXentLoss
+from engine.losses.swav import SwavLoss
 from engine.registry import Registry
 
 LOSSES: Registry[Callable[[LossConfig], nn.Module]] = Registry("loss")
@@ -17,8 +23,45 @@ called as ``loss(output, batch)`` and returns a scalar tensor."""
 
 @LOSSES.register("nt_xent")
 def build_nt_xent(cfg: LossConfig) -> NTXentLoss:
-    """:class:`NTXentLoss` at ``loss.temperature``."""
+    """:class:`NTXentLoss` (SimCLR) at ``loss.temperature``."""
     return NTXentLoss(cfg.temperature)
+
+
+@LOSSES.register("moco")
+def build_moco(cfg: LossConfig) -> MocoLoss:
+    """:class:`MocoLoss` at ``loss.moco.temperature``."""
+    return MocoLoss(cfg.moco.temperature)
+
+
+@LOSSES.register("byol")
+def build_byol(cfg: LossConfig) -> ByolLoss:
+    """:class:`ByolLoss` (no settings)."""
+    return ByolLoss()
+
+
+@LOSSES.register("swav")
+def build_swav(cfg: LossConfig) -> SwavLoss:
+    """:class:`SwavLoss` from ``loss.swav``."""
+    swav = cfg.swav
+    return SwavLoss(swav.temperature, swav.epsilon, swav.sinkhorn_iterations, swav.assign_views)
+
+
+@LOSSES.register("dino")
+def build_dino(cfg: LossConfig) -> DinoLoss:
+    """:class:`DinoLoss` at ``loss.dino.student_temperature``."""
+    return DinoLoss(cfg.dino.student_temperature)
+
+
+@LOSSES.register("barlow_twins")
+def build_barlow_twins(cfg: LossConfig) -> BarlowTwinsLoss:
+    """:class:`BarlowTwinsLoss` from ``loss.barlow_twins``."""
+    return BarlowTwinsLoss(cfg.barlow_twins.lambd, cfg.barlow_twins.eps)
+
+
+@LOSSES.register("cross_entropy")
+def build_cross_entropy(cfg: LossConfig) -> ClassificationLoss:
+    """:class:`ClassificationLoss` (linear evaluation)."""
+    return ClassificationLoss()
 
 
 def build_loss(cfg: Config) -> nn.Module:

@@ -10,11 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from engine import distributed
-
-
-def _at_least_float32(tensor: Tensor) -> Tensor:
-    """``tensor`` in float32, or in its own dtype when that is wider (float64)."""
-    return tensor.to(torch.promote_types(tensor.dtype, torch.float32))
+from engine.losses.precision import at_least_float32
 
 
 class NTXentLoss(nn.Module):
@@ -50,7 +46,7 @@ class NTXentLoss(nn.Module):
         if len(views) < 2:
             raise ValueError(f"NT-Xent needs at least 2 views, got {len(views)}")
         with torch.autocast(device_type=views[0].device.type, enabled=False):
-            local = [F.normalize(_at_least_float32(view), dim=1) for view in views]
+            local = [F.normalize(at_least_float32(view), dim=1) for view in views]
             if distributed.is_distributed():
                 gathered = [torch.cat(dist_fn.all_gather(view)) for view in local]
             else:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.config import Config, KnnMeterConfig
+from engine.config import AccuracyMeterConfig, CollapseMeterConfig, Config, KnnMeterConfig
+from engine.meters.accuracy import AccuracyMeter
 from engine.meters.base import Meter
+from engine.meters.collapse import CollapseMeter
 from engine.meters.knn import KnnMeter
 from engine.registry import Registry
 
@@ -18,6 +20,18 @@ METERS: Registry[Callable[[Any], Meter]] = Registry("meter")
 def build_knn_meter(cfg: KnnMeterConfig) -> KnnMeter:
     """:class:`KnnMeter` with ``meters.knn.k`` neighbours."""
     return KnnMeter(k=cfg.k)
+
+
+@METERS.register("accuracy")
+def build_accuracy_meter(cfg: AccuracyMeterConfig) -> AccuracyMeter:
+    """:class:`AccuracyMeter` at ``meters.accuracy.topk``."""
+    return AccuracyMeter(topk=tuple(cfg.topk))
+
+
+@METERS.register("collapse")
+def build_collapse_meter(cfg: CollapseMeterConfig) -> CollapseMeter:
+    """:class:`CollapseMeter` (no settings)."""
+    return CollapseMeter()
 
 
 def build_meters(cfg: Config) -> list[Meter]:

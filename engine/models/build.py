@@ -7,7 +7,10 @@ from collections.abc import Callable
 from torch import nn
 
 from engine.config import BackboneConfig, Config
-from engine.models.heads import MLPHead
+from engine.models.heads import MLPHead, Prototypes
+from engine.models.linear_eval import LinearEvalModel
+from engine.models.pretrained import load_backbone_weights
+from engine.models.resnet import build_resnet
 from engine.models.small_cnn import SmallCNN
 from engine.models.ssl_model import SSLModel
 from engine.registry import Registry
@@ -22,17 +25,52 @@ def build_small_cnn(cfg: BackboneConfig) -> SmallCNN:
     return SmallCNN(in_channels=cfg.in_channels, width=cfg.width)
 
 
-def build_model(cfg: Config) -> SSLModel:
-    """The backbone named by ``model.backbone.name`` with an :class:`MLPHead` on top.
+@BACKBONES.register("resnet18")
+def build_resnet18(cfg: BackboneConfig) -> nn.Module:
+    """torchvision's ResNet-18 trunk (512 features), see :func:`build_resnet`."""
+    return build_resnet("resnet18", in_channels=cfg.in_channels, small_stem=cfg.small_stem)
 
-    Raises ``ValueError`` when ``model.head.dims[0]`` is not the backbone's feature size.
+
+@BACKBONES.register("resnet50")
+def build_resnet50(cfg: BackboneConfig) -> nn.Module:
+    """torchvision's ResNet-50 trunk (2048 features), see :func:`build_resnet`."""
+    return build_resnet("resnet50", in_channels=cfg.in_channels, small_stem=cfg.small_stem)
+
+
+def build_model(cfg: Config) -> nn.Module:
+    """The model of ``cfg``: an :class:`SSLModel`, or a :class:`LinearEvalModel` when
+    ``model.linear_eval.enabled``.
+
+    The SSL model is the backbone named by ``model.backbone.name``, an :class:`MLPHead`
+    (``model.head``), and when configured a predictor MLP (``model.predictor``) and
+    :class:`Prototypes` (``model.prototypes``). The linear-evaluation model loads its
+    backbone from ``model.linear_eval.checkpoint`` when set. Raises ``ValueError`` when
+    the sizes of consecutive parts do not match.
     """
-    backbone = BACKBONES.get(cfg.model.backbone.name)(cfg.model.backbone)
-    head_cfg = cfg.model.head
-    if head_cfg.dims[0] != backbone.out_dim:
+    model_cfg = cfg.model
+    backbone = BACKBONES.get(model_cfg.backbone.name)(model_cfg.backbone)
+    if model_cfg.linear_eval.enabled:
+        if model_cfg.linear_eval.checkpoint is not None:
+            load_backbone_weights(backbone, model_cfg.linear_eval.checkpoint)
+        return LinearEvalModel(backbone, model_cfg.linear_eval.num_classes)
+    head_dims = model_cfg.head.dims
+    if head_dims[0] != backbone.out_dim:
         raise ValueError(
-            f"model.head.dims[0] is {head_cfg.dims[0]} but backbone "
-            f"{cfg.model.backbone.name!r} gives {backbone.out_dim} features "
+            f"model.head.dims[0] is {head_dims[0]} but backbone "
+            f"{model_cfg.backbone.name!r} gives {backbone.out_dim} features "
             f"(out_dim); set model.head.dims[0] to {backbone.out_dim}"
         )
-    return SSLModel(backbone, MLPHead(head_cfg.dims, head_cfg.batch_norm))
+    predictor = None
+    if model_cfg.predictor.dims:
+        if model_cfg.predictor.dims[0] != head_dims[-1]:
+            raise ValueError(
+                f"model.predictor.dims[0] is {model_cfg.predictor.dims[0]} but the head gives "
+                f"{head_dims[-1]}; set it to model.head.dims[-1]"
+            )
+        predictor = MLPHead(model_cfg.predictor.dims, model_cfg.predictor.batch_norm)
+    prototypes = None
+    if model_cfg.prototypes.count:
+        prototypes = Prototypes(
+            head_dims[-1], model_cfg.prototypes.count, model_cfg.prototypes.weight_norm
+        )
+    return SSLModel(backbone, MLPHead(head_dims, model_cfg.head.batch_norm), predictor, prototypes)

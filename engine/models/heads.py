@@ -1,15 +1,20 @@
-"""Projection heads put on top of the backbone features."""
+"""Heads put on top of the backbone features: MLPs and prototypes."""
 
 from __future__ import annotations
 
 from itertools import pairwise
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 
 class MLPHead(nn.Module):
     """Linear layers between consecutive ``dims``; each hidden layer is followed by
-    BatchNorm1d (when ``batch_norm``) and ReLU, the last layer is a plain Linear."""
+    BatchNorm1d (when ``batch_norm``) and ReLU, the last layer is a plain Linear.
+
+    It serves as projection head (SimCLR, MoCo, BYOL, SwAV, DINO, Barlow Twins) and as
+    BYOL's prediction head."""
 
     def __init__(self, dims: list[int], batch_norm: bool) -> None:
         super().__init__()
@@ -27,3 +32,29 @@ class MLPHead(nn.Module):
     def forward(self, features: Tensor) -> Tensor:
         """Project ``[B, dims[0]]`` to ``[B, dims[-1]]``."""
         return self.layers(features)
+
+
+class Prototypes(nn.Module):
+    """Scores of L2-normalised embeddings against ``count`` prototype vectors.
+
+    ``forward(x) = normalize(x) @ weight.T`` with ``weight`` ``[count, dim]`` (no bias).
+    With ``weight_norm`` the forward uses the rows of ``weight`` L2-normalised: DINO's
+    weight-normalised last layer with its norm fixed to 1, so every score is a cosine.
+    Without it the rows are used as they are; SwAV keeps them on the unit sphere with a
+    hook that normalises them after every update.
+    """
+
+    def __init__(self, dim: int, count: int, weight_norm: bool = False) -> None:
+        super().__init__()
+        if count < 1:
+            raise ValueError(f"Prototypes needs at least one prototype, got {count}")
+        self.weight_norm = weight_norm
+        self.weight = nn.Parameter(torch.empty(count, dim))
+        nn.init.normal_(self.weight, std=dim**-0.5)
+        with torch.no_grad():
+            self.weight.copy_(F.normalize(self.weight, dim=1))
+
+    def forward(self, embeddings: Tensor) -> Tensor:
+        """Scores ``[B, count]`` of embeddings ``[B, dim]``."""
+        weight = F.normalize(self.weight, dim=1) if self.weight_norm else self.weight
+        return F.normalize(embeddings, dim=1) @ weight.T

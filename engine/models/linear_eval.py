@@ -1,0 +1,40 @@
+"""Linear evaluation: a linear classifier trained on a frozen backbone."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from engine.models.ssl_model import ModelOutput
+
+
+class LinearEvalModel(nn.Module):
+    """A frozen ``backbone`` (no gradients, always in eval mode) and a trainable
+    ``classifier`` (one Linear layer from ``backbone.out_dim`` to ``num_classes``).
+
+    The optimizer sees only the classifier (the backbone's parameters do not require
+    gradients) and the backbone's BatchNorm statistics stay as loaded.
+    """
+
+    def __init__(self, backbone: nn.Module, num_classes: int) -> None:
+        super().__init__()
+        self.backbone = backbone.requires_grad_(False)
+        self.classifier = nn.Linear(backbone.out_dim, num_classes)
+        self.backbone.eval()
+
+    def train(self, mode: bool = True) -> LinearEvalModel:
+        """Set the classifier's mode; the backbone stays in eval mode."""
+        super().train(mode)
+        self.backbone.eval()
+        return self
+
+    def forward(self, batch: dict) -> ModelOutput:
+        """``{"logits": [B, num_classes], "features": [B, D]}`` of the batch's clean
+        images (``batch["image"]``, as test batches have), else of its first view
+        (``batch["views"][0]``, an augmented image, as train batches have)."""
+        images = batch["image"] if "image" in batch else batch["views"][0]
+        features = self.backbone(images)
+        return {"logits": self.classifier(features), "features": features}
+
+    def encode(self, images: Tensor) -> Tensor:
+        """Backbone features ``[B, D]`` of ``images``."""
+        return self.backbone(images)

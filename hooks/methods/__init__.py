@@ -1,0 +1,1 @@
+"""Hooks of the SSL methods: teachers, queues, prototypes and centering, one per concern."""

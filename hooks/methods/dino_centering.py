@@ -1,0 +1,109 @@
+"""DinoCenteringHook: DINO's center and teacher temperature, applied to the teacher outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ignite.engine import Engine
+
+from engine import distributed
+from engine.config import Config
+from engine.hook import Hook
+from hooks import register_hook
+
+
+@register_hook("dino_centering")
+class DinoCenteringHook(Hook):
+    """Centering and sharpening of DINO's teacher: the center, an EMA of the teacher's
+    mean output, and the teacher temperature with its warm-up.
+
+    ======================  ===========================================================
+    event                   what it does
+    ======================  ===========================================================
+    ``on_start``            moves a center loaded from a checkpoint to ``state.device``
+    ``on_forward``          writes ``teacher_center`` (``[K]``, zeros at first) and
+                            ``teacher_temperature`` (:meth:`temperature` of
+                            ``state.train_phase_idx``) into ``state.last_output``; runs
+                            after the teacher (it reads ``teacher_scores``)
+    ``on_loss_and_meter``   train phases only: ``center = m * center + (1 - m) * mean``,
+                            ``mean`` the teacher scores averaged over the global views
+                            and the global batch (summed across ranks)
+    ======================  ===========================================================
+
+    State: the center, in checkpoints under ``dino_centering``.
+    """
+
+    priority = -20
+
+    def __init__(
+        self,
+        *,
+        center_momentum: float = 0.9,
+        teacher_temperature: float = 0.04,
+        warmup_teacher_temperature: float = 0.04,
+        warmup_epochs: int = 0,
+    ) -> None:
+        super().__init__()
+        if not 0 <= center_momentum < 1:
+            raise ValueError(f"center_momentum must be in [0, 1), got {center_momentum}")
+        if teacher_temperature <= 0 or warmup_teacher_temperature <= 0 or warmup_epochs < 0:
+            raise ValueError("teacher temperatures must be positive and warmup_epochs >= 0")
+        self.center_momentum = center_momentum
+        self.teacher_temperature = teacher_temperature
+        self.warmup_teacher_temperature = warmup_teacher_temperature
+        self.warmup_epochs = warmup_epochs
+        self.center: torch.Tensor | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> DinoCenteringHook:
+        """From ``loss.dino``."""
+        dino = cfg.loss.dino
+        return cls(
+            center_momentum=dino.center_momentum,
+            teacher_temperature=dino.teacher_temperature,
+            warmup_teacher_temperature=dino.warmup_teacher_temperature,
+            warmup_epochs=dino.warmup_teacher_epochs,
+        )
+
+    def temperature(self, epoch: int) -> float:
+        """Teacher temperature of ``epoch`` (0-based): linear from the warm-up value to
+        ``teacher_temperature`` over ``warmup_epochs``, then constant."""
+        epoch = max(epoch, 0)
+        if epoch >= self.warmup_epochs:
+            return self.teacher_temperature
+        progress = epoch / self.warmup_epochs
+        start = self.warmup_teacher_temperature
+        return start + (self.teacher_temperature - start) * progress
+
+    def on_start(self, engine: Engine) -> None:
+        if self.center is not None:
+            self.center = self.center.to(engine.state.device)
+
+    def on_forward(self, engine: Engine) -> None:
+        output = engine.state.last_output
+        if "teacher_scores" not in output:
+            raise KeyError("dino_centering needs output['teacher_scores'] (momentum_teacher hook)")
+        if self.center is None:
+            scores = output["teacher_scores"][0]
+            self.center = torch.zeros(scores.shape[1], device=scores.device)
+        output["teacher_center"] = self.center
+        output["teacher_temperature"] = self.temperature(engine.state.train_phase_idx)
+
+    def on_loss_and_meter(self, engine: Engine) -> None:
+        if not engine.state.train:
+            return
+        scores = torch.cat(engine.state.last_output["teacher_scores"]).detach().float()
+        total = distributed.all_reduce_sum(scores.sum(dim=0))
+        mean = total / (len(scores) * distributed.world_size())
+        momentum = self.center_momentum
+        self.center = self.center * momentum + mean * (1 - momentum)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"center": [K]}`` (an empty tensor before the first step)."""
+        return {"center": torch.empty(0) if self.center is None else self.center}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the center."""
+        center = state["center"]
+        self.center = center if center.numel() else None

@@ -1,0 +1,59 @@
+"""FreezePrototypesHook: no update of the prototypes (last layer) early in training."""
+
+from __future__ import annotations
+
+from ignite.engine import Engine
+
+from engine.config import Config
+from engine.hook import Hook
+from hooks import register_hook
+
+
+@register_hook("freeze_prototypes")
+class FreezePrototypesHook(Hook):
+    """Drops the prototypes' gradients during the first ``iterations`` train iterations
+    and the first ``epochs`` epochs, so the optimizer step leaves them unchanged.
+
+    ==============  ==================================================================
+    fires           ``on_backward`` (train phases, before the optimizer step)
+    reads           ``state.iteration``, ``state.train_phase_idx``,
+                    ``state.base_model.prototypes``
+    writes          ``.grad = None`` on the prototypes' parameters while frozen
+    ==============  ==================================================================
+
+    SwAV freezes its prototypes for the first iterations, DINO its last layer for the
+    first epoch: both stabilise the start. Counters come from the run state, so a
+    resumed run freezes exactly as an uninterrupted one. With gradient accumulation the
+    gradients of a frozen step's earlier batches are dropped with it.
+    """
+
+    priority = -10
+
+    def __init__(self, *, iterations: int = 0, epochs: int = 0) -> None:
+        super().__init__()
+        if iterations < 0 or epochs < 0:
+            raise ValueError(f"iterations and epochs must be >= 0, got {iterations}, {epochs}")
+        self.iterations = iterations
+        self.epochs = epochs
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> FreezePrototypesHook:
+        """SwAV: ``loss.swav.freeze_prototypes_iterations``; DINO:
+        ``loss.dino.freeze_last_layer_epochs``."""
+        if cfg.loss.name == "dino":
+            return cls(epochs=cfg.loss.dino.freeze_last_layer_epochs)
+        return cls(iterations=cfg.loss.swav.freeze_prototypes_iterations)
+
+    def frozen(self, iteration: int, train_phase_idx: int) -> bool:
+        """Whether the prototypes get no update at this train iteration and epoch."""
+        return iteration < self.iterations or train_phase_idx < self.epochs
+
+    def on_backward(self, engine: Engine) -> None:
+        state = engine.state
+        if not self.frozen(state.iteration, state.train_phase_idx):
+            return
+        prototypes = getattr(state.base_model, "prototypes", None)
+        if prototypes is None:
+            raise ValueError("freeze_prototypes needs a model with prototypes (model.prototypes)")
+        for parameter in prototypes.parameters():
+            parameter.grad = None

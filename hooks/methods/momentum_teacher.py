@@ -1,0 +1,135 @@
+"""MomentumTeacherHook: an EMA copy of the model (MoCo's key encoder, BYOL's target,
+DINO's teacher) and its forward pass."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+from ignite.engine import Engine
+from torch import nn
+
+from engine.config import Config
+from engine.hook import Hook
+from hooks import register_hook
+
+TEACHER_OUTPUTS = ("embeddings", "scores")
+"""Per-view outputs of the teacher written to ``state.last_output`` as ``teacher_<name>``."""
+
+
+def cosine_momentum(iteration: int, total: int, start: float, final: float) -> float:
+    """EMA momentum at train step ``iteration`` of ``total``: ``start`` at step 0,
+    rising on a half cosine to ``final`` at step ``total``."""
+    progress = min(1.0, iteration / total) if total > 0 else 1.0
+    return final - (final - start) * (1 + math.cos(math.pi * progress)) / 2
+
+
+@register_hook("momentum_teacher")
+class MomentumTeacherHook(Hook):
+    """Keeps a teacher network, an exponential moving average of the model's parameters.
+
+    ==================  ==============================================================
+    event               what it does
+    ==================  ==============================================================
+    ``on_start``        builds the teacher: a copy of ``state.base_model`` without its
+                        predictor, no gradients, on ``state.device``; a teacher loaded
+                        from a checkpoint replaces the copy's weights
+    ``on_forward``      runs the teacher (no gradient, in the phase's train/eval mode,
+                        under the run's autocast) on the first ``views`` views of
+                        ``state.last_batch`` (all when None) and writes
+                        ``teacher_embeddings`` and ``teacher_scores`` (when the model has
+                        prototypes) into ``state.last_output``
+    ``on_update``       ``teacher = m * teacher + (1 - m) * model`` for every parameter,
+                        ``m`` = :func:`cosine_momentum` (``state.iteration``,
+                        ``state.max_iterations``): a function of the global step, so a
+                        resumed run continues the schedule
+    ==================  ==============================================================
+
+    The teacher's buffers (BatchNorm statistics) come from its own forward passes.
+    State: the teacher's ``state_dict``, in checkpoints under ``momentum_teacher``.
+    """
+
+    priority = -30
+
+    def __init__(
+        self, *, momentum: float = 0.99, final_momentum: float = 1.0, views: int | None = None
+    ) -> None:
+        super().__init__()
+        if not (0 <= momentum <= 1 and 0 <= final_momentum <= 1):
+            raise ValueError(f"momenta must be in [0, 1], got {momentum}, {final_momentum}")
+        if views is not None and views < 1:
+            raise ValueError(f"views must be at least 1 or None, got {views}")
+        self.momentum = momentum
+        self.final_momentum = final_momentum
+        self.views = views
+        self.teacher: nn.Module | None = None
+        self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._loaded: dict[str, Any] | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> MomentumTeacherHook:
+        """The teacher of ``loss.name`` moco, byol or dino, from that loss's section."""
+        name = cfg.loss.name
+        section = getattr(cfg.loss, name)
+        views = cfg.loss.dino.global_views if name == "dino" else None
+        return cls(momentum=section.momentum, final_momentum=section.final_momentum, views=views)
+
+    def on_start(self, engine: Engine) -> None:
+        state = engine.state
+        teacher = copy.deepcopy(state.base_model)
+        if getattr(teacher, "predictor", None) is not None:
+            teacher.predictor = None
+        teacher.requires_grad_(False).to(state.device)
+        if self._loaded is not None:
+            teacher.load_state_dict(self._loaded)
+            self._loaded = None
+        model_parameters = dict(state.base_model.named_parameters())
+        self._pairs = [
+            (parameter, model_parameters[name]) for name, parameter in teacher.named_parameters()
+        ]
+        self.teacher = teacher
+
+    def on_forward(self, engine: Engine) -> None:
+        state = engine.state
+        teacher = self._require_teacher()
+        views = state.last_batch["views"]
+        views = views if self.views is None else views[: self.views]
+        teacher.train(state.train)
+        autocast = torch.autocast(
+            device_type=torch.device(state.device).type,
+            dtype=state.amp_dtype or torch.float32,
+            enabled=state.amp_dtype is not None,
+        )
+        with torch.no_grad(), autocast:
+            output = teacher({"views": views})
+        for name in TEACHER_OUTPUTS:
+            if name in output:
+                state.last_output[f"teacher_{name}"] = output[name]
+
+    def on_update(self, engine: Engine) -> None:
+        state = engine.state
+        self._require_teacher()
+        momentum = cosine_momentum(
+            state.iteration, state.max_iterations, self.momentum, self.final_momentum
+        )
+        with torch.no_grad():
+            for teacher_parameter, parameter in self._pairs:
+                teacher_parameter.lerp_(parameter.detach(), 1 - momentum)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"teacher": the teacher's state dict}`` (empty before ``on_start``)."""
+        return {"teacher": {} if self.teacher is None else self.teacher.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the teacher now, or at ``on_start`` when it is not built yet."""
+        if self.teacher is None:
+            self._loaded = state["teacher"]
+        else:
+            self.teacher.load_state_dict(state["teacher"])
+
+    def _require_teacher(self) -> nn.Module:
+        if self.teacher is None:
+            raise RuntimeError("momentum_teacher: the teacher is built at on_start; none yet")
+        return self.teacher

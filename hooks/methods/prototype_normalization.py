@@ -1,0 +1,52 @@
+"""PrototypeNormalizationHook: SwAV's prototypes kept on the unit sphere."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from ignite.engine import Engine
+
+from engine.config import Config
+from engine.hook import Hook
+from hooks import register_hook
+
+
+@register_hook("prototype_normalization")
+class PrototypeNormalizationHook(Hook):
+    """L2-normalises each prototype (row of ``state.base_model.prototypes.weight``).
+
+    ==============  ==================================================================
+    fires           ``on_start`` of a fresh run (so the first forward sees unit
+                    prototypes) and ``on_update`` (after every optimizer step)
+    reads           ``state.base_model.prototypes``, ``state.resumed_from``
+    writes          the prototype weights, in place
+    ==============  ==================================================================
+
+    The prototypes are model parameters: checkpoints carry them with the model, already
+    normalised, so a resumed run does not normalise them again (which would round them
+    differently from an uninterrupted run).
+    """
+
+    priority = -10
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> PrototypeNormalizationHook:
+        """The hook (it has no settings)."""
+        return cls()
+
+    def on_start(self, engine: Engine) -> None:
+        if engine.state.resumed_from is None:
+            self._normalise(engine)
+
+    def on_update(self, engine: Engine) -> None:
+        self._normalise(engine)
+
+    @staticmethod
+    def _normalise(engine: Engine) -> None:
+        prototypes = getattr(engine.state.base_model, "prototypes", None)
+        if prototypes is None:
+            raise ValueError(
+                "prototype_normalization needs a model with prototypes (model.prototypes.count)"
+            )
+        with torch.no_grad():
+            prototypes.weight.copy_(F.normalize(prototypes.weight, dim=1))

@@ -1,0 +1,105 @@
+"""SwavQueueHook: SwAV's queue of earlier embeddings, joining the Sinkhorn problem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from ignite.engine import Engine
+
+from engine import distributed
+from engine.config import Config
+from engine.hook import Hook
+from hooks import register_hook
+
+
+@register_hook("swav_queue")
+class SwavQueueHook(Hook):
+    """One queue of the last ``size`` embeddings per assigned view, from ``start_epoch``.
+
+    ======================  ===========================================================
+    event                   what it does (train phases of epoch >= ``start_epoch``)
+    ======================  ===========================================================
+    ``on_start``            checks that the model has prototypes; moves a loaded queue
+                            to ``state.device``
+    ``on_forward``          once the queue is full: writes ``queue_scores`` (one
+                            ``[size, K]`` per assigned view: the queued embeddings
+                            scored by the current prototypes, no gradient) into
+                            ``state.last_output``
+    ``on_loss_and_meter``   queues the step's L2-normalised ``embeddings`` of the first
+                            ``assign_views`` views (of every rank, gathered); the
+                            oldest drop out
+    ======================  ===========================================================
+
+    Small batches give Sinkhorn-Knopp too few samples to spread over the prototypes;
+    the queue adds earlier ones. State: the queue and its fill count, in checkpoints
+    under ``swav_queue``.
+    """
+
+    priority = -20
+
+    def __init__(self, size: int, *, start_epoch: int = 0, assign_views: int = 2) -> None:
+        super().__init__()
+        if size < 1 or start_epoch < 0 or assign_views < 1:
+            raise ValueError(
+                "need size >= 1, start_epoch >= 0, assign_views >= 1; got "
+                f"{size}, {start_epoch}, {assign_views}"
+            )
+        self.size = size
+        self.start_epoch = start_epoch
+        self.assign_views = assign_views
+        self.queue: torch.Tensor | None = None
+        self.filled = 0
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> SwavQueueHook:
+        """From ``loss.swav``: ``queue_size``, ``queue_start_epoch``, ``assign_views``."""
+        swav = cfg.loss.swav
+        return cls(
+            swav.queue_size, start_epoch=swav.queue_start_epoch, assign_views=swav.assign_views
+        )
+
+    def on_start(self, engine: Engine) -> None:
+        state = engine.state
+        if getattr(state.base_model, "prototypes", None) is None:
+            raise ValueError("swav_queue needs a model with prototypes (model.prototypes.count)")
+        if self.queue is not None:
+            self.queue = self.queue.to(state.device)
+
+    def on_forward(self, engine: Engine) -> None:
+        state = engine.state
+        if not self._active(state) or self.queue is None or self.filled < self.size:
+            return
+        with torch.no_grad():
+            state.last_output["queue_scores"] = [
+                state.base_model.prototypes(queued) for queued in self.queue
+            ]
+
+    def on_loss_and_meter(self, engine: Engine) -> None:
+        state = engine.state
+        if not self._active(state):
+            return
+        embeddings = torch.stack(
+            [
+                distributed.all_gather_cat(F.normalize(view.detach().float(), dim=1))
+                for view in state.last_output["embeddings"][: self.assign_views]
+            ]
+        )
+        if self.queue is None:
+            self.queue = embeddings.new_zeros(self.assign_views, self.size, embeddings.shape[2])
+        self.queue = torch.cat([embeddings, self.queue], dim=1)[:, : self.size]
+        self.filled = min(self.size, self.filled + embeddings.shape[1])
+
+    def _active(self, state: Any) -> bool:
+        return state.train and state.train_phase_idx >= self.start_epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """``queue`` (``[assign_views, size, D]``; empty before the first step) and ``filled``."""
+        queue = torch.empty(0) if self.queue is None else self.queue
+        return {"queue": queue, "filled": self.filled}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.queue = state["queue"] if state["filled"] else None
+        self.filled = state["filled"]
