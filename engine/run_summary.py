@@ -15,14 +15,16 @@ from engine.hook import Hook
 class RunSummary(Hook):
     """Records where a run started and each phase kind's last results, for the summary.
 
-    ================  ===============================================  ======================
-    event             reads                                            writes
-    ================  ===============================================  ======================
-    ``on_start``      ``phase_idx``, ``iteration``                     -- (the start point and
-                                                                       time)
-    ``on_phase_end``  ``phase_name``, ``loss_sum``, ``batches``,       -- (the phase kind's
-                      ``metrics``                                      last results)
-    ================  ===============================================  ======================
+    ====================  ===========================================  ====================
+    event                 reads                                        writes
+    ====================  ===========================================  ====================
+    ``on_start``          ``iteration``                                -- (the start time
+                                                                       and iteration)
+    ``on_phase_start``    ``phase_idx``                                -- (the first phase
+                                                                       this command runs)
+    ``on_phase_end``      ``phase_name``, ``loss_sum``, ``batches``,   -- (the phase kind's
+                          ``metrics``                                  last results)
+    ====================  ===========================================  ====================
 
     Reading the phase's mean loss is one device sync per phase. Not a standard hook:
     the CLI attaches it to the trainer it runs.
@@ -38,16 +40,18 @@ class RunSummary(Hook):
 
     def __init__(self) -> None:
         super().__init__()
-        self.start_phase: int | None = None
+        self.started: float | None = None
         self.start_iteration = 0
-        self.started = time.perf_counter()
+        self.first_phase: int | None = None
         self.last: dict[str, str] = {}
 
     def on_start(self, engine: Engine) -> None:
-        state = engine.state
-        self.start_phase = state.phase_idx + 1
-        self.start_iteration = state.iteration
         self.started = time.perf_counter()
+        self.start_iteration = engine.state.iteration
+
+    def on_phase_start(self, engine: Engine) -> None:
+        if self.first_phase is None:
+            self.first_phase = engine.state.phase_idx
 
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
@@ -59,18 +63,17 @@ class RunSummary(Hook):
 
     def lines(self, state: Any) -> list[str]:
         """The summary of the finished run ``state``, one line per topic."""
-        if self.start_phase is None:
+        if self.started is None or self.first_phase is None:
             return [
                 f"done: nothing left to train; {state.run_dir} holds the final checkpoint",
                 _files_line(Path(state.run_dir)),
             ]
         total = len(state.phases)
-        ran = total - self.start_phase
         origin = f"resumed from {state.resumed_from}" if state.resumed_from else "fresh start"
-        iterations = state.iteration - self.start_iteration
         lines = [
-            f"done: {ran} phases run ({self.start_phase + 1}-{total} of {total}, {origin}); "
-            f"{iterations} train iterations ({state.iteration}/{state.max_iterations} in all); "
+            f"done: {total - self.first_phase} phases run ({self.first_phase + 1}-{total} of "
+            f"{total}, {origin}); {state.iteration - self.start_iteration} train iterations "
+            f"({state.iteration}/{state.max_iterations} in all); "
             f"wall time {_clock(time.perf_counter() - self.started)}",
         ]
         lines += [f"last {kind} phase: {text}" for kind, text in self.last.items()]
@@ -107,4 +110,4 @@ def _files_line(run_dir: Path) -> str:
     if (run_dir / POINTER_NAME).exists():
         newest = (run_dir / POINTER_NAME).resolve().name
         names.append(f"{POINTER_NAME} -> {newest} ({checkpoints} kept)")
-    return f"files in {run_dir}: {', '.join(names)}"
+    return f"files in {run_dir}: {', '.join(names) or 'none yet'}"
