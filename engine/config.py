@@ -346,6 +346,11 @@ class CheckpointConfig(Section):
     iter_frequency: int = Field(0, ge=0, description="every N train iterations (0 = off)")
     keep_last: int = Field(2, ge=1, description="checkpoints kept")
     auto_resume: bool = Field(True, description="resume from the newest checkpoint in dir")
+    async_write: bool = Field(
+        False,
+        description="copy the state to host memory at the step and write it on a background "
+        "thread (training waits for the copy only; costs one host copy of the state)",
+    )
 
 
 class EnabledHook(Section):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ignite.engine import Engine
 
 from engine.checkpoint_io import checkpoint_name, point_to_newest, remove_old, save_atomic
+from engine.checkpoint_writer import CheckpointWriter
 from engine.config import Config
 from engine.errors import CheckpointWriteError
 from engine.hook import Hook
@@ -25,7 +28,8 @@ class CheckpointHook(Hook):
     fires               ``on_step`` (train phases, every ``iter_frequency`` iterations;
                         any step after ``state.stop_requested`` is set by a preemption
                         signal) and ``on_phase_end`` (every ``phase_frequency`` train phases,
-                        and always after the last phase of the plan)
+                        and always after the last phase of the plan); ``on_end``
+                        and ``on_exception`` wait for a background write (async_write)
     reads               counters, phases, model, optimizer, scaler, loss_fn, meters,
                         hooks' ``state_dict()``, RNG states, cfg
     writes              ``phaseNNNNN_batchNNNNNNN.torch`` (atomic: temporary file,
@@ -34,6 +38,13 @@ class CheckpointHook(Hook):
     ==================  ============================================================
 
     It runs last (priority 100) so that the other hooks' state is up to date when saved.
+
+    With ``async_write`` the state is copied to host memory at the step boundary and
+    written by a background thread (:class:`engine.checkpoint_writer.CheckpointWriter`):
+    training waits for the copy only. A new checkpoint waits for the previous write; a
+    failed write raises its error at the next checkpoint, at the next phase end, or at
+    ``on_end`` / ``on_exception`` at the latest. The link and the rotation follow the
+    file, on the writer thread, so ``checkpoint.torch`` always names a complete file.
 
     Example::
 
@@ -49,6 +60,7 @@ class CheckpointHook(Hook):
         phase_frequency: int = 1,
         iter_frequency: int = 0,
         keep_last: int = 2,
+        async_write: bool = False,
     ) -> None:
         super().__init__()
         if phase_frequency < 0 or iter_frequency < 0:
@@ -59,6 +71,7 @@ class CheckpointHook(Hook):
         self.phase_frequency = phase_frequency
         self.iter_frequency = iter_frequency
         self.keep_last = keep_last
+        self._writer = CheckpointWriter() if async_write else None
 
     @classmethod
     def from_config(cls, cfg: Config) -> CheckpointHook:
@@ -69,6 +82,7 @@ class CheckpointHook(Hook):
             phase_frequency=section.phase_frequency,
             iter_frequency=section.iter_frequency,
             keep_last=section.keep_last,
+            async_write=section.async_write,
         )
 
     def on_step(self, engine: Engine) -> None:
@@ -83,6 +97,8 @@ class CheckpointHook(Hook):
         self.save(engine, phase_done=False)
 
     def on_phase_end(self, engine: Engine) -> None:
+        if self._writer is not None:
+            self._writer.raise_if_failed()
         state = engine.state
         last_phase = state.phase_idx == len(state.phases) - 1
         due = (
@@ -93,13 +109,35 @@ class CheckpointHook(Hook):
         if due or last_phase:
             self.save(engine, phase_done=True)
 
+    def on_end(self, engine: Engine) -> None:
+        self.wait()
+
+    def on_exception(self, engine: Engine) -> None:
+        self.wait()
+
     def save(self, engine: Engine, *, phase_done: bool) -> Path | None:
-        """Write a checkpoint of the run now; returns its path (None on other ranks)."""
+        """Checkpoint the run now; returns the file's path (None on other ranks).
+
+        With ``async_write`` the file is written in the background: :meth:`wait` for it.
+        """
         state = engine.state
         if state.rank != 0:
             return None
         checkpoint = collect_training_state(state, phase_done=phase_done)
         path = self.directory / checkpoint_name(state.phase_idx, state.batches)
+        if self._writer is None:
+            self._write(checkpoint, path)
+        else:
+            self._writer.submit(partial(self._write, path=path), checkpoint)
+        return path
+
+    def wait(self) -> None:
+        """Block until a checkpoint written in the background is on disk; raise its error."""
+        if self._writer is not None:
+            self._writer.wait()
+
+    def _write(self, checkpoint: dict[str, Any], path: Path) -> None:
+        """Write ``checkpoint`` to ``path``, point ``checkpoint.torch`` at it, rotate."""
         try:
             save_atomic(checkpoint, path)
         except OSError as exc:
@@ -110,4 +148,3 @@ class CheckpointHook(Hook):
         point_to_newest(self.directory, path.name)
         remove_old(self.directory, self.keep_last)
         logger.debug("checkpoint written: %s", path)
-        return path
