@@ -49,6 +49,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
   # then, as the first line of a recipe, for the YAML language server:
   # yaml-language-server: $schema=../hookbus.schema.json
 """,
+""",
+    ),
+    "export": (
+        "write a checkpoint's backbone as a plain state dict (torchvision / small CNN)",
+        """\
+  hookbus export runs/moco_digits/checkpoint.torch backbone.pth
+  hookbus export runs/byol_r50/checkpoint.torch resnet50.pth   # resnet50().load_state_dict
     ),
     "plot": (
         "redraw a run's curves (loss, learning rate, meters) from its run directory",
@@ -89,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "-o", "--output", help="where to write the PNG (default: RUN_DIR/curves.png)"
             )
         elif name != "schema":
+        elif name == "export":
+            command.add_argument("checkpoint", help="a hookbus checkpoint")
+            command.add_argument("out", help="where to write the state dict (.pth)")
             command.add_argument("config", help="path of the YAML recipe")
             command.add_argument(
                 "overrides",
@@ -188,6 +198,14 @@ _COMMANDS = {
     "hooks": _hooks,
     "schema": _schema,
     "plot": _plot,
+def _export(args: argparse.Namespace) -> int:
+    from engine.export import export_backbone
+
+    weights = export_backbone(Path(args.checkpoint), Path(args.out))
+    print(f"wrote {args.out}: {len(weights)} tensors of the backbone")
+    return 0
+
+
 }
 
 
@@ -195,6 +213,7 @@ def _setup_logging(quiet: bool) -> None:
     logger = logging.getLogger("hookbus")
     for old in [h for h in logger.handlers if h.get_name() == _CONSOLE]:
         logger.removeHandler(old)
+    "export": _export,
     handler = logging.StreamHandler(sys.stdout)
     handler.set_name(_CONSOLE)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))

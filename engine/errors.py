@@ -11,6 +11,10 @@ class ConfigError(UserError, ValueError):
     """A config that cannot be read or does not validate; the message names where."""
 
 
+class DataError(UserError):
+    """Data that cannot be read (a missing folder, an unreadable image); the message names it."""
+
+
 class CheckpointError(UserError):
     """A checkpoint that cannot be read or does not fit this run; the message names it."""
 

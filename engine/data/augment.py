@@ -62,13 +62,23 @@ class BatchAugment:
     def __init__(self, cfg: AugmentConfig) -> None:
         self.cfg = cfg
 
-    def __call__(self, images: Tensor, generator: torch.Generator) -> Tensor:
-        """One augmented view of ``images``, drawing its randomness from ``generator``."""
+    def __call__(
+        self, images: Tensor, generator: torch.Generator, size: int | None = None
+    ) -> Tensor:
+        """One augmented view of ``images``, drawing its randomness from ``generator``.
+
+        The view is ``size`` x ``size`` pixels (the input's size when None): the crop is
+        resampled to that size, which makes the small views of multi-crop.
+        """
+        batch, channels, height, width = images.shape
+        out_shape = (
+            (batch, channels, height, width) if size is None else (batch, channels, size, size)
+        )
         params = torch.rand(len(images), _NUM_PARAMS, generator=generator, device=generator.device)
-        noise = torch.randn(images.shape, generator=generator, device=generator.device)
+        noise = torch.randn(out_shape, generator=generator, device=generator.device)
         params = params.to(images.device, images.dtype)
         noise = noise.to(images.device, images.dtype)
-        out = self._warp(images, params[:, _GEOMETRIC])
+        out = self._warp(images, params[:, _GEOMETRIC], out_shape)
         out = self._photometric(out, params[:, _PHOTOMETRIC], noise)
         return self._erase(out, params[:, _ERASE])
 
@@ -89,9 +99,10 @@ class BatchAugment:
         row_y = torch.stack([sin * width, cos * height, centre_y + shift_y], dim=1)
         return torch.stack([row_x, row_y], dim=1)
 
-    def _warp(self, images: Tensor, u: Tensor) -> Tensor:
-        """Crop, rotate and shift every image, filling the outside with its minimum."""
-        grid = F.affine_grid(self._affine_matrices(u), list(images.shape), align_corners=False)
+    def _warp(self, images: Tensor, u: Tensor, out_shape: tuple[int, ...]) -> Tensor:
+        """Crop, rotate and shift every image into ``out_shape``, filling the outside with
+        the image's minimum."""
+        grid = F.affine_grid(self._affine_matrices(u), list(out_shape), align_corners=False)
         background = images.amin(dim=(1, 2, 3), keepdim=True)
         warped = F.grid_sample(
             images - background, grid, mode="bilinear", padding_mode="zeros", align_corners=False

@@ -10,10 +10,14 @@ from engine.data.augment import BatchAugment
 from engine.data.collate import ViewCollate
 from engine.data.datasets import DATASETS
 from engine.data.sampler import PhaseSampler
+from engine.data.transform_collate import TransformCollate
+from engine.data.transforms import clean_transform, view_transform
+
+Collate = ViewCollate | TransformCollate
 
 
 def _loader(
-    cfg: Config, dataset: Dataset, sampler: PhaseSampler, collate: ViewCollate, batch_size: int
+    cfg: Config, dataset: Dataset, sampler: PhaseSampler, collate: Collate, batch_size: int
 ) -> DataLoader:
     """A DataLoader with the config's worker settings; workers are never persistent,
     so that each epoch's workers copy the collate with its current epoch."""
@@ -37,16 +41,17 @@ def build_data_loaders(cfg: Config, *, rank: int = 0, world_size: int = 1) -> di
 
     * train: the train split, shuffled per epoch and sharded, ``data.batch_size``,
       ``data.drop_last`` (for the last batch and for the sharding), batches of
-      ``data.num_views`` augmented views;
+      ``data.num_views`` augmented views (then ``data.small_views.count`` small ones);
     * test: the test split in order, sharded without dropping (padded by wrap-around),
       ``data.test_batch_size``, views plus the clean images;
     * memory: the whole train split on every rank, in order, clean images only, for
       the kNN memory bank.
+
+    Views come from :func:`collates`.
     """
     train_set, test_set = DATASETS.get(cfg.data.name)(cfg.data)
-    augment = BatchAugment(cfg.data.augment)
     seed = cfg.trainer.seed
-    num_views = cfg.data.num_views
+    train_collate, test_collate, memory_collate = collates(cfg)
     train = _loader(
         cfg,
         train_set,
@@ -58,24 +63,59 @@ def build_data_loaders(cfg: Config, *, rank: int = 0, world_size: int = 1) -> di
             world_size=world_size,
             drop_last=cfg.data.drop_last,
         ),
-        ViewCollate(augment, num_views, seed),
+        train_collate,
         cfg.data.batch_size,
     )
     test = _loader(
         cfg,
         test_set,
         PhaseSampler(len(test_set), shuffle=False, seed=seed, rank=rank, world_size=world_size),
-        ViewCollate(augment, num_views, seed, with_views=True, with_image=True),
+        test_collate,
         cfg.data.test_batch_size,
     )
     memory = _loader(
         cfg,
         train_set,
         PhaseSampler(len(train_set), shuffle=False, seed=seed),
-        ViewCollate(None, num_views, seed, with_views=False, with_image=True),
+        memory_collate,
         cfg.data.test_batch_size,
     )
     return {"train": train, "test": test, "memory": memory}
+
+
+def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
+    """The train (views), test (views and clean images) and memory (clean images)
+    collate functions of ``data.pipeline``.
+
+    ``batch``: :class:`ViewCollate` with :class:`BatchAugment` (``data.augment``) on
+    in-memory image tensors; small views use ``data.small_views.crop_area``.
+    ``torchvision``: :class:`TransformCollate` with the ``transforms.v2`` pipelines of
+    ``data.torchvision``; clean images are resized and center-cropped.
+    """
+    data, seed = cfg.data, cfg.trainer.seed
+    small = data.small_views
+    if data.pipeline == "batch":
+        augment = BatchAugment(data.augment)
+        small_augment = BatchAugment(data.augment.model_copy(update={"crop_area": small.crop_area}))
+        views = {
+            "small_augment": small_augment,
+            "num_small_views": small.count,
+            "small_size": small.size,
+        }
+        return (
+            ViewCollate(augment, data.num_views, seed, **views),
+            ViewCollate(augment, data.num_views, seed, with_image=True, **views),
+            ViewCollate(None, data.num_views, seed, with_views=False, with_image=True),
+        )
+    large = view_transform(data.torchvision, data.image_size, data.torchvision.crop_scale)
+    small_view = view_transform(data.torchvision, small.size, small.crop_area)
+    view_transforms = [large] * data.num_views + [small_view] * small.count
+    clean = clean_transform(data.torchvision, data.image_size)
+    return (
+        TransformCollate(view_transforms, None, seed),
+        TransformCollate(view_transforms, clean, seed),
+        TransformCollate([], clean, seed),
+    )
 
 
 def set_loader_epoch(loader: DataLoader, epoch: int) -> None:

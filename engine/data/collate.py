@@ -21,8 +21,9 @@ class ViewCollate:
     """Stack ``(image, label, index)`` samples into a batch dict, with augmented views.
 
     The batch holds ``"label"`` and ``"index"`` (LongTensors ``[B]``), plus
-    ``"views"`` (``num_views`` augmented copies of the images) when ``with_views`` and
-    ``"image"`` (the clean images) when ``with_image``.
+    ``"views"`` (``num_views`` augmented copies of the images, then
+    ``num_small_views`` made by ``small_augment`` at ``small_size`` pixels: multi-crop)
+    when ``with_views`` and ``"image"`` (the clean images) when ``with_image``.
 
     Reproducibility: the views of a batch are drawn from a ``torch.Generator`` seeded
     from ``(seed, epoch, index of the batch's first sample)``, not from a stream that
@@ -43,13 +44,22 @@ class ViewCollate:
         seed: int,
         with_views: bool = True,
         with_image: bool = False,
+        *,
+        small_augment: BatchAugment | None = None,
+        num_small_views: int = 0,
+        small_size: int = 0,
     ) -> None:
         if with_views and augment is None:
             raise ValueError("ViewCollate needs an augment to make views (with_views=True)")
         if with_views and num_views < 1:
             raise ValueError(f"num_views must be at least 1, got {num_views}")
+        if num_small_views and (small_augment is None or small_size < 1):
+            raise ValueError("small views need small_augment and a positive small_size")
         self.augment = augment
         self.num_views = num_views
+        self.small_augment = small_augment
+        self.num_small_views = num_small_views
+        self.small_size = small_size
         self.seed = seed
         self.with_views = with_views
         self.with_image = with_image
@@ -70,7 +80,12 @@ class ViewCollate:
             generator = torch.Generator().manual_seed(
                 mix_seed(self.seed, self.epoch, samples[0][2])
             )
-            batch["views"] = [self.augment(images, generator) for _ in range(self.num_views)]
+            views = [self.augment(images, generator) for _ in range(self.num_views)]
+            views += [
+                self.small_augment(images, generator, self.small_size)
+                for _ in range(self.num_small_views)
+            ]
+            batch["views"] = views
         if self.with_image:
             batch["image"] = images
         return batch

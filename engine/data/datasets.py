@@ -1,14 +1,18 @@
-"""In-memory image data sets and the registry the trainer picks them from by name."""
+"""The data sets (digits, synthetic, image folders) and the registry that names them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
 from engine.config import DataConfig
 from engine.data.digits import load_digits_split
+from engine.data.image_folder import ImageFolderDataset
+from engine.data.synthetic import SYNTHETIC_SEED, make_synthetic_images
+from engine.errors import ConfigError
 from engine.registry import Registry
 
 DIGITS_SPLIT_SEED = 0
@@ -45,3 +49,27 @@ def build_digits(cfg: DataConfig) -> tuple[Dataset, Dataset]:
         TensorImageDataset(split.train_images, split.train_labels),
         TensorImageDataset(split.test_images, split.test_labels),
     )
+
+
+@DATASETS.register("synthetic")
+def build_synthetic(cfg: DataConfig) -> tuple[Dataset, Dataset]:
+    """Generated stripe images (:func:`engine.data.synthetic.make_synthetic_images`) at
+    ``cfg.image_size``, sized by ``cfg.synthetic``; the same images in every run."""
+    generator = torch.Generator().manual_seed(SYNTHETIC_SEED)
+    synthetic = cfg.synthetic
+    train = make_synthetic_images(synthetic, synthetic.train_size, cfg.image_size, generator)
+    test = make_synthetic_images(synthetic, synthetic.test_size, cfg.image_size, generator)
+    return TensorImageDataset(*train), TensorImageDataset(*test)
+
+
+@DATASETS.register("image_folder")
+def build_image_folder(cfg: DataConfig) -> tuple[Dataset, Dataset]:
+    """:class:`ImageFolderDataset` of ``data.folder.train_dir`` and ``test_dir`` (the
+    train folder again when unset; its class list in either case)."""
+    folder = cfg.folder
+    if folder.train_dir is None:
+        raise ConfigError("data.folder.train_dir: data.name image_folder needs a folder")
+    train = ImageFolderDataset(folder.train_dir)
+    if folder.test_dir is None:
+        return train, train
+    return train, ImageFolderDataset(folder.test_dir, classes=train.classes or None)

@@ -80,6 +80,11 @@ class KnnMeter(Meter):
                 f"memory needs as many labels as features, at least one: got {len(features)} "
                 f"features and {len(labels)} labels"
             )
+        if int(labels.min()) < 0:
+            raise ValueError(
+                "the kNN memory has negative labels (images of a flat, unlabelled folder?): "
+                "set meters.knn.enabled false or give the images class folders"
+            )
         self.memory = F.normalize(features.detach().float(), dim=1)
         self.memory_labels = labels.to(self.memory.device, torch.long)
         self.num_classes = int(self.memory_labels.max()) + 1
