@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,13 +50,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
   # then, as the first line of a recipe, for the YAML language server:
   # yaml-language-server: $schema=../hookbus.schema.json
 """,
-""",
     ),
     "export": (
         "write a checkpoint's backbone as a plain state dict (torchvision / small CNN)",
         """\
   hookbus export runs/moco_digits/checkpoint.torch backbone.pth
   hookbus export runs/byol_r50/checkpoint.torch resnet50.pth   # resnet50().load_state_dict
+""",
     ),
     "plot": (
         "redraw a run's curves (loss, learning rate, meters) from its run directory",
@@ -95,10 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument(
                 "-o", "--output", help="where to write the PNG (default: RUN_DIR/curves.png)"
             )
-        elif name != "schema":
         elif name == "export":
             command.add_argument("checkpoint", help="a hookbus checkpoint")
             command.add_argument("out", help="where to write the state dict (.pth)")
+        elif name != "schema":
             command.add_argument("config", help="path of the YAML recipe")
             command.add_argument(
                 "overrides",
@@ -139,6 +140,12 @@ def _train(args: argparse.Namespace) -> int:
     from engine.trainer import SSLTrainer
 
     cfg = load_config(args.config, args.overrides)
+    nproc = cfg.distributed.nproc_per_node
+    if nproc > 1 and "WORLD_SIZE" not in os.environ:
+        from engine.launcher import launch_local
+
+        forwarded = ["train", args.config, *args.overrides, *(["-q"] if args.quiet else [])]
+        return launch_local(forwarded, nproc)
     trainer = SSLTrainer(cfg)
     summary = RunSummary().attach(trainer.engine)
     state = trainer.train()
@@ -191,13 +198,6 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
-_CONSOLE = "hookbus-console"
-_COMMANDS = {
-    "train": _train,
-    "validate": _validate,
-    "hooks": _hooks,
-    "schema": _schema,
-    "plot": _plot,
 def _export(args: argparse.Namespace) -> int:
     from engine.export import export_backbone
 
@@ -206,6 +206,14 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+_CONSOLE = "hookbus-console"
+_COMMANDS = {
+    "train": _train,
+    "validate": _validate,
+    "hooks": _hooks,
+    "schema": _schema,
+    "plot": _plot,
+    "export": _export,
 }
 
 
@@ -213,7 +221,6 @@ def _setup_logging(quiet: bool) -> None:
     logger = logging.getLogger("hookbus")
     for old in [h for h in logger.handlers if h.get_name() == _CONSOLE]:
         logger.removeHandler(old)
-    "export": _export,
     handler = logging.StreamHandler(sys.stdout)
     handler.set_name(_CONSOLE)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))

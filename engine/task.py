@@ -71,6 +71,10 @@ def prepare_task(state: State, cfg: Config) -> None:
     except ValueError as exc:
         raise ConfigError(f"model: {exc}") from None
     check_model_accepts_data(state.base_model, state.data_loaders["memory"], cfg, device)
+    if cfg.distributed.sync_batch_norm and state.world_size > 1:
+        if torch.device(device).type != "cuda":
+            raise ConfigError("distributed.sync_batch_norm needs CUDA devices (SyncBatchNorm)")
+        state.base_model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.base_model)
     state.model = state.base_model
     if state.world_size > 1:
         state.model = DistributedDataParallel(

@@ -141,6 +141,14 @@ class SSLTrainer:
         state.rank = distributed.rank()
         state.world_size = distributed.world_size()
         state.device = distributed.select_device(cfg)
+        if state.world_size > 1:
+            logger.info(
+                "rank %d of %d; data.batch_size %d per process, %d in all",
+                state.rank,
+                state.world_size,
+                cfg.data.batch_size,
+                cfg.data.batch_size * state.world_size,
+            )
         torch.set_flush_denormal(cfg.machine.flush_denormal)
         if cfg.machine.num_threads:
             torch.set_num_threads(cfg.machine.num_threads)

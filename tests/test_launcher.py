@@ -1,0 +1,112 @@
+"""`distributed.nproc_per_node`: ranks started on loopback, resumed, and stopped together."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from engine.checkpoint_io import newest_valid_checkpoint
+from engine.launcher import _supervise
+from tests.kill_harness import ROOT, write_recipe
+
+
+class FakeRank:
+    """Stands in for a Popen: exits with ``code`` after ``polls`` polls, or never."""
+
+    def __init__(self, code: int | None, polls: int = 0) -> None:
+        self.code, self.polls, self.terminated = code, polls, False
+
+    def poll(self) -> int | None:
+        if self.terminated:
+            return -15
+        self.polls -= 1
+        return self.code if self.polls < 0 else None
+
+    def terminate(self) -> None:
+        self.terminated = True
+
+    def wait(self, timeout: float | None = None) -> int:
+        return -15
+
+    def kill(self) -> None:
+        self.terminated = True
+
+
+def test_supervisor_returns_0_when_every_rank_succeeds() -> None:
+    assert _supervise([FakeRank(0), FakeRank(0, polls=2)], grace_seconds=1) == 0
+
+
+def test_supervisor_reports_a_signal_as_a_shell_does() -> None:
+    assert _supervise([FakeRank(-9)], grace_seconds=1) == 137
+
+
+def test_supervisor_stops_the_others_when_a_rank_fails() -> None:
+    waiting = FakeRank(None)
+    assert _supervise([waiting, FakeRank(3, polls=1)], grace_seconds=1) == 3
+    assert waiting.terminated
+
+
+def _train(recipe: Path, run: Path, *overrides: str) -> subprocess.Popen:
+    command = [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "train",
+        str(recipe),
+        f"checkpoint.dir={run}",
+        "distributed.nproc_per_node=2",
+        "distributed.backend=gloo",
+        *overrides,
+        "-q",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def test_two_ranks_train_and_resume(tmp_path: Path) -> None:
+    recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=1), tmp_path / "run"
+    first = _train(recipe, run)
+    assert first.wait(timeout=180) == 0, first.stdout.read()
+    assert newest_valid_checkpoint(run)[1]["iteration"] == 1  # 24 images, 2 ranks, batch 8
+    second = _train(recipe, run, "optimizer.num_epochs=3")
+    assert second.wait(timeout=180) == 0, second.stdout.read()
+    _, checkpoint = newest_valid_checkpoint(run)
+    assert checkpoint["iteration"] == 3
+    assert checkpoint["train_phase_idx"] == 2
+
+
+def _child_with_rank(parent: int, rank: int) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and f"RANK={rank}".encode() in environ:
+            return int(entry.name)
+    return None
+
+
+def test_a_killed_rank_ends_the_whole_run(tmp_path: Path) -> None:
+    recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=2000), tmp_path / "run"
+    launcher = _train(recipe, run, "distributed.timeout_seconds=30")
+    deadline = time.monotonic() + 120
+    while not (run / "config.yaml").exists():
+        assert launcher.poll() is None and time.monotonic() < deadline, launcher.stdout.read()
+        time.sleep(0.05)
+    victim = _child_with_rank(launcher.pid, 1)
+    assert victim is not None
+    killed_at = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    status = launcher.wait(timeout=60)
+    assert status == 128 + signal.SIGKILL
+    assert time.monotonic() - killed_at < 30
+    assert "rank 1 exited with status -9: stopping the other ranks" in launcher.stdout.read()
