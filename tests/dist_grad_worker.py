@@ -1,8 +1,10 @@
-"""Run by torchrun in tests/test_distributed_grads.py: one rank's loss gradient.
+"""Run by torchrun in tests/test_distributed_grads.py: one rank's loss and gradient.
 
-Every rank builds the same global batch of embeddings from a fixed seed, keeps its
-shard, computes the loss with the collective (global-negatives) code path, and saves
-the loss and the gradient of its shard's embeddings to OUT/rank<R>.pt.
+    worker.py OUT LOSS_NAME
+
+Every rank builds the same global batch of per-view outputs from a fixed seed, keeps
+its shard, computes the loss (registered as LOSS_NAME, default settings) with its
+collective code path, and saves the loss and the gradient of its shard to OUT/rank<R>.pt.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from engine.losses.nt_xent import NTXentLoss
+from engine.config_io import validate_config
+from engine.losses import build_loss
 
 GLOBAL_BATCH, DIM, VIEWS = 8, 6, 2
+OUTPUT_KEY = {"nt_xent": "embeddings", "barlow_twins": "embeddings", "swav": "scores"}
+"""The collective losses and the output each one reads, per view ``[B, DIM]``."""
 
 
 def global_embeddings() -> list[torch.Tensor]:
@@ -24,7 +29,14 @@ def global_embeddings() -> list[torch.Tensor]:
     return [torch.randn(GLOBAL_BATCH, DIM, generator=generator) for _ in range(VIEWS)]
 
 
-def main(out: Path) -> None:
+def loss_of(name: str, views: list[torch.Tensor]) -> torch.Tensor:
+    """The loss ``name`` (its default config) of these per-view outputs."""
+    raw = {"loss": {"name": name}, "model": {"prototypes": {"count": DIM}}}
+    loss = build_loss(validate_config(raw))
+    return loss({OUTPUT_KEY[name]: views}, {})
+
+
+def main(out: Path, name: str) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     shard = GLOBAL_BATCH // world
@@ -32,7 +44,7 @@ def main(out: Path) -> None:
         view[rank * shard : (rank + 1) * shard].clone().requires_grad_(True)
         for view in global_embeddings()
     ]
-    loss = NTXentLoss(temperature=0.5)({"embeddings": views}, {})
+    loss = loss_of(name, views)
     loss.backward()
     torch.save(
         {"loss": loss.detach(), "grads": [view.grad for view in views]}, out / f"rank{rank}.pt"
@@ -41,4 +53,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2])
