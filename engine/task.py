@@ -38,7 +38,9 @@ def check_model_accepts_data(
     A backbone that cannot take the data's images (too small for its pooling, another
     number of channels) is a config mistake: it is reported before anything is written.
     """
-    image = loader.dataset[0][0].unsqueeze(0).to(device)
+    # Through the loader's collate: the image as the model gets it (an image folder's
+    # files are resized and cropped there).
+    image = loader.collate_fn([loader.dataset[0]])["image"].to(device)
     was_training = model.training
     model.eval()
     try:

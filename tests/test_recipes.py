@@ -1,0 +1,96 @@
+"""The shipped recipes: each validates, composes its method's hooks and fits its model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ignite.engine import Engine
+from PIL import Image
+
+from engine import Hook, SSLTrainer
+from engine.config_io import load_config
+from engine.models import build_model
+from hooks import default_hooks
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+METHOD_HOOKS = {
+    "simclr": set(),
+    "moco": {"momentum_teacher", "key_queue"},
+    "byol": {"momentum_teacher"},
+    "swav": {"prototype_normalization", "freeze_prototypes"},
+    "dino": {"momentum_teacher", "dino_centering", "freeze_prototypes"},
+    "barlow_twins": set(),
+}
+RESNET50_FEATURES = 2048
+
+
+class ViewSizes(Hook):
+    """Records the side of every view of every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[list[int]] = []
+
+    def on_forward(self, engine: Engine) -> None:
+        self.sizes.append([view.shape[-1] for view in engine.state.last_batch["views"]])
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_HOOKS))
+def test_digits_recipe_builds_with_its_method_hooks(method: str) -> None:
+    cfg = load_config(CONFIGS / f"{method}_digits.yaml")
+    names = {hook.name for hook in default_hooks(cfg)}
+    assert METHOD_HOOKS[method] <= names
+    assert cfg.meters.knn.enabled and cfg.hooks.evaluation_report.enabled
+    build_model(cfg)
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_HOOKS))
+def test_image_folder_recipe_is_a_resnet50_with_its_method_hooks(method: str) -> None:
+    cfg = load_config(CONFIGS / f"{method}_imagefolder_resnet50.yaml")
+    assert METHOD_HOOKS[method] <= {hook.name for hook in default_hooks(cfg)}
+    assert (cfg.data.name, cfg.data.pipeline) == ("image_folder", "torchvision")
+    assert cfg.model.backbone.name == "resnet50"
+    assert cfg.model.head.dims[0] == RESNET50_FEATURES
+
+
+def test_linear_eval_recipe_starts_from_the_simclr_checkpoint() -> None:
+    cfg = load_config(CONFIGS / "linear_eval_digits.yaml")
+    assert cfg.model.linear_eval.enabled
+    assert cfg.model.linear_eval.checkpoint == Path("runs/simclr_digits/checkpoint.torch")
+    assert cfg.meters.accuracy.topk == [1, 5]
+
+
+def test_dino_image_folder_recipe_trains_a_step_on_a_small_folder(tmp_path: Path) -> None:
+    for label, color in (("red", (200, 20, 20)), ("blue", (20, 20, 200))):
+        (tmp_path / "images" / label).mkdir(parents=True)
+        for index in range(4):
+            Image.new("RGB", (40 + index, 36), color).save(
+                tmp_path / "images" / label / f"{index}.png"
+            )
+    cfg = load_config(
+        CONFIGS / "dino_imagefolder_resnet50.yaml",
+        [
+            f"data.folder.train_dir={tmp_path / 'images'}",
+            "data.folder.test_dir=null",
+            "data.image_size=32",
+            "data.small_views.size=16",
+            "data.batch_size=4",
+            "data.num_workers=0",
+            "data.pin_memory=false",
+            # ResNet-18 and a narrow head for speed; data, heads and hooks as shipped.
+            "model.backbone.name=resnet18",
+            "model.head.dims=[512,128,128,64]",
+            "model.prototypes.count=64",
+            "model.amp.enabled=false",
+            "optimizer.num_epochs=1",
+            "trainer.test_model=false",
+            f"checkpoint.dir={tmp_path / 'run'}",
+        ],
+    )
+    hooks = [hook for hook in default_hooks(cfg) if hook.name in METHOD_HOOKS["dino"]]
+    recorder = ViewSizes()
+    state = SSLTrainer(cfg, hooks=[*hooks, recorder]).train()
+    assert state.iteration == 2
+    assert recorder.sizes == [[32] * 2 + [16] * 6] * 2
+    assert len(state.last_output["teacher_scores"]) == 2
