@@ -12,7 +12,7 @@ from ignite.engine import Engine
 from engine.config import Config
 from engine.hook import Hook
 from hooks import register_hook
-from hooks.run_stats import phase_mean_loss
+from hooks.run_stats import phase_record
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -57,15 +57,7 @@ class MetricsJsonHook(Hook):
         state = engine.state
         if state.rank != 0:
             return
-        record = {
-            "phase_idx": state.phase_idx,
-            "phase": state.phase_name,
-            "train": state.train,
-            "train_phase_idx": state.train_phase_idx,
-            "iteration": state.iteration,
-            "loss": phase_mean_loss(state),
-            **state.metrics,
-        }
+        record = phase_record(state)
         path = Path(state.run_dir) / METRICS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as file:

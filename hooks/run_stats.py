@@ -33,6 +33,23 @@ def phase_mean_loss(state: Any) -> float | None:
     return float(state.loss_sum) / state.batches
 
 
+def phase_record(state: Any) -> dict[str, Any]:
+    """The phase's summary as ``metrics.json`` and the curves keep it: phase index and
+    name, train flag, train phase index, iteration, mean loss, and every metric.
+
+    Reads ``state.loss_sum`` on the host (see :func:`phase_mean_loss`): phase ends only.
+    """
+    return {
+        "phase_idx": state.phase_idx,
+        "phase": state.phase_name,
+        "train": state.train,
+        "train_phase_idx": state.train_phase_idx,
+        "iteration": state.iteration,
+        "loss": phase_mean_loss(state),
+        **state.metrics,
+    }
+
+
 def format_seconds(seconds: float) -> str:
     """``seconds`` as ``h:mm:ss`` (hours unbounded), e.g. ``format_seconds(3725) == '1:02:05'``."""
     minutes, secs = divmod(max(int(seconds), 0), 60)

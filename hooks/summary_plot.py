@@ -11,7 +11,7 @@ from engine.config import Config
 from engine.hook import Hook
 from engine.plot import METRICS_FILE, RunCurves, read_metrics_rows, write_curves, write_plot
 from hooks import register_hook
-from hooks.run_stats import phase_mean_loss
+from hooks.run_stats import phase_record
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -88,17 +88,7 @@ class SummaryPlotHook(Hook):
         state = engine.state
         if state.rank != 0:
             return
-        self.curves.add_phase(
-            {
-                "phase_idx": state.phase_idx,
-                "phase": state.phase_name,
-                "train": state.train,
-                "train_phase_idx": state.train_phase_idx,
-                "iteration": state.iteration,
-                "loss": phase_mean_loss(state),
-                **state.metrics,
-            }
-        )
+        self.curves.add_phase(phase_record(state))
         write_curves(self.curves, Path(state.run_dir))
 
     def on_end(self, engine: Engine) -> None:
