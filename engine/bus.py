@@ -78,6 +78,11 @@ class BusEngine(Engine):
         for handler in handlers:
             handler(self)
 
+    def handlers(self, event: SSLEvents) -> tuple[Handler, ...]:
+        """The handlers of an SSL event, in the order they run, each a callable of the
+        engine (for a caller that must run them one by one, such as on_exception)."""
+        return self._dispatch[id(event)]
+
     def _rebuild_dispatch(self) -> None:
         """Resolve each SSL event's registered handlers into callables of the engine.
 

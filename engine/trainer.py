@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -247,11 +246,9 @@ class SSLTrainer:
         """Run every on_exception handler; a failing handler is logged, not raised."""
         state = self.state
         state.exception = exc
-        for handler, args, kwargs in list(self.engine._event_handlers[SSLEvents.ON_EXCEPTION]):
-            if args and isinstance(args[0], weakref.ref):
-                args = (args[0](), *args[1:])
+        for handler in self.engine.handlers(SSLEvents.ON_EXCEPTION):
             try:
-                handler(*args, **kwargs)
+                handler(self.engine)
             except Exception:
                 logger.exception("an on_exception handler failed while handling %r", exc)
 
