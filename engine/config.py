@@ -135,7 +135,12 @@ class DataConfig(Section):
     test_batch_size: int = Field(256, ge=1, description="test and memory batch size")
     drop_last: bool = Field(True, description="drop the last partial train batch")
     num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
-    pin_memory: bool = Field(False, description="pin host memory (useful on GPUs)")
+    pin_memory: bool | Literal["auto"] = Field(
+        "auto", description="pin the batches' host memory; auto: when training on a GPU"
+    )
+    prefetch_factor: int = Field(
+        2, ge=1, description="batches each worker prepares ahead (with num_workers > 0)"
+    )
     test_size: int = Field(500, ge=1, description="held-out images (digits)")
     augment: AugmentConfig = Field(default_factory=AugmentConfig)
     torchvision: TorchvisionAugmentConfig = Field(default_factory=TorchvisionAugmentConfig)

@@ -54,8 +54,8 @@ class LogHook(Hook):
                         ``lr``, ``batch_time``,              wait, ETA, peak memory
                         ``data_wait_fraction``,
                         ``eta_seconds``, ``max_iterations``
-    ``on_phase_end``    ``loss_sum``, ``batches``,           the phase's mean loss and metrics
-                        ``metrics``
+    ``on_phase_end``    ``loss_sum``, ``batches``,           the phase's data-wait share, mean
+                        ``data_wait_fraction``, ``metrics``  loss and metrics
     ``on_end``          ``iteration``                        the end; closes ``log.txt``
     ``on_exception``    ``exception``                        the error; closes ``log.txt``
     ==================  ===================================  ==================================
@@ -131,6 +131,7 @@ class LogHook(Hook):
         parts = [
             f"phase {state.phase_idx} {state.phase_name} done",
             f"{state.batches} steps",
+            f"data wait {100 * state.data_wait_fraction:.1f}%",
             "mean loss n/a" if loss is None else f"mean loss {loss:.4f}",
             *(f"{name} {value:.4f}" for name, value in state.metrics.items()),
         ]

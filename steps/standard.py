@@ -40,7 +40,7 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     """
     state = engine.state
     train = state.train
-    batch = move_to_device(batch, state.device, non_blocking=state.cfg.data.pin_memory)
+    batch = move_to_device(batch, state.device, non_blocking=True)  # async from pinned memory
     state.last_batch = batch
     accumulate = state.cfg.optimizer.accumulate_steps if train else 1
     position = state.batches

@@ -94,10 +94,13 @@ def test_phase_end_line_has_mean_loss_and_metrics(engine: FakeEngine) -> None:
     engine.state.batches = 4
     engine.state.loss_sum = torch.tensor(2.0)
     engine.state.metrics = {"knn_top1": 0.75}
+    engine.state.data_wait_fraction = 0.034
     engine.fire_event(SSLEvents.ON_PHASE_END)
     engine.fire_event(SSLEvents.ON_END)
     line = log_lines(engine.state.run_dir)[1]
-    assert line.endswith("phase 0 train done | 4 steps | mean loss 0.5000 | knn_top1 0.7500")
+    assert line.endswith(
+        "phase 0 train done | 4 steps | data wait 3.4% | mean loss 0.5000 | knn_top1 0.7500"
+    )
 
 
 def test_resumed_run_appends_to_log_file(engine: FakeEngine) -> None:

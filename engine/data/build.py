@@ -19,21 +19,37 @@ Collate = ViewCollate | TransformCollate
 def _loader(
     cfg: Config, dataset: Dataset, sampler: PhaseSampler, collate: Collate, batch_size: int
 ) -> DataLoader:
-    """A DataLoader with the config's worker settings; workers are never persistent,
-    so that each epoch's workers copy the collate with its current epoch."""
+    """A DataLoader with the config's worker settings.
+
+    Workers, when there are any, are persistent (started once, not at every epoch; the
+    collate's epoch reaches them through shared memory) and each prepares
+    ``data.prefetch_factor`` batches ahead; host memory is pinned as
+    :func:`pin_memory` says.
+    """
+    workers = cfg.data.num_workers
     return DataLoader(
         dataset,
         batch_size=batch_size,
         sampler=sampler,
         collate_fn=collate,
         drop_last=sampler.drop_last,
-        num_workers=cfg.data.num_workers,
-        pin_memory=cfg.data.pin_memory,
-        persistent_workers=False,
+        num_workers=workers,
+        pin_memory=pin_memory(cfg),
+        persistent_workers=workers > 0,
+        prefetch_factor=cfg.data.prefetch_factor if workers > 0 else None,
         # Its own generator: starting an epoch leaves the global torch RNG untouched,
         # so a run resumed mid-phase keeps the same random streams.
         generator=torch.Generator(),
     )
+
+
+def pin_memory(cfg: Config) -> bool:
+    """Whether batches go to pinned host memory: ``data.pin_memory``, where ``auto``
+    means when the run trains on a CUDA device (``machine.device`` and CUDA present)."""
+    setting = cfg.data.pin_memory
+    if setting == "auto":
+        return cfg.machine.device != "cpu" and torch.cuda.is_available()
+    return setting
 
 
 def build_data_loaders(cfg: Config, *, rank: int = 0, world_size: int = 1) -> dict[str, DataLoader]:

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from engine.data.augment import BatchAugment
 from engine.data.seeding import mix_seed
+from engine.data.shared import SharedInt
 
 Sample = tuple[Tensor, Tensor | int, int]
 """One data-set item: ``(image, label, index)``."""
@@ -31,11 +32,14 @@ class ViewCollate:
     DataLoader worker collates it, and in whatever order; a run resumed in the middle
     of an epoch (same epoch, sampler skipping the batches already done) rebuilds the
     same batches and so the same views. Call :meth:`set_epoch` before iterating the
-    loader of each epoch; worker processes copy this object when the loader's
-    iterator starts, so the epoch reaches them as long as workers are not persistent.
+    loader of each epoch; the epoch is kept in shared memory, so it reaches DataLoader
+    workers, persistent ones included.
     Two batches starting with the same sample (possible only with the wrap-around
     padding of a sharded sampler) share their random parameters.
     """
+
+    epoch = SharedInt()
+    """The epoch in the seeds, shared with DataLoader workers (persistent ones too)."""
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from engine.data.collate import Batch, Sample
 from engine.data.seeding import mix_seed
+from engine.data.shared import SharedInt
 
 ImageTransform = Callable[[Tensor], Tensor]
 """A per-image transform: a uint8 image ``[C, H, W]`` to a float image of a fixed size."""
@@ -26,6 +27,9 @@ class TransformCollate:
     batch's first sample)`` for the batch, so a batch gets the same views in any worker
     and after a resume, and the caller's random state is left untouched.
     """
+
+    epoch = SharedInt()
+    """The epoch in the seeds, shared with DataLoader workers (persistent ones too)."""
 
     def __init__(
         self,
