@@ -9,15 +9,18 @@ trainer.seed=<seed>`` in a fresh run directory (under ``--out``, default
 (the evaluation-report hook: kNN top-1, k=20, with the train split as memory, and the
 10-labels-per-class probe, for the encoder at random init and trained). It prints one
 Markdown row per method: the mean kNN top-1 over the seeds with its spread (max - min)
-and the seeds' values, the probe, the random-init kNN and the gain over it, and the
-mean wall time of a run (process start to exit: data, training, test phases and the
-evaluation report).
+and the seeds' values, the probe, the random-init kNN and the gain over it, the mean
+wall time of a run (process start to exit: data, training, test phases and the
+evaluation report) and its mean CPU time (user + system) divided by the 2 cores the
+recipes are sized for: on a machine whose cores are shared, the wall time grows with
+the other load, the CPU time much less.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import subprocess
@@ -29,8 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("simclr", "moco", "byol", "swav", "dino", "barlow_twins")
 
 
-def run(method: str, seed: int, out: Path) -> tuple[dict, float]:
-    """Train ``method``'s recipe with ``seed`` from scratch; its evaluation and seconds."""
+CORES = 2
+"""The cores the recipes' time budget (5 minutes a run) is for."""
+
+
+def run(method: str, seed: int, out: Path) -> tuple[dict, float, float]:
+    """Train ``method``'s recipe with ``seed`` from scratch: its evaluation, wall seconds
+    and CPU seconds (user + system, the process and its children)."""
     run_dir = out / f"{method}_seed{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)
     command = [
@@ -42,25 +50,29 @@ def run(method: str, seed: int, out: Path) -> tuple[dict, float]:
         "hooks.progress_bar.enabled=false",
         "-q",
     ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - started
-    return json.loads((run_dir / "evaluation.json").read_text()), seconds
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads((run_dir / "evaluation.json").read_text()), seconds, cpu
 
 
-def row(method: str, results: list[tuple[dict, float]]) -> str:
+def row(method: str, results: list[tuple[dict, float, float]]) -> str:
     """The Markdown table row of ``method``'s runs."""
-    knn = [evaluation["trained"]["knn_top1"] for evaluation, _ in results]
-    probe = [evaluation["trained"]["probe_top1"] for evaluation, _ in results]
-    initial = [evaluation["random init"]["knn_top1"] for evaluation, _ in results]
-    seconds = [elapsed for _, elapsed in results]
+    knn = [evaluation["trained"]["knn_top1"] for evaluation, _, _ in results]
+    probe = [evaluation["trained"]["probe_top1"] for evaluation, _, _ in results]
+    initial = [evaluation["random init"]["knn_top1"] for evaluation, _, _ in results]
+    seconds = [elapsed for _, elapsed, _ in results]
+    cpu = [used / CORES for _, _, used in results]
     mean = statistics.mean(knn)
     gain = 100 * (mean - statistics.mean(initial))
     per_seed = ", ".join(f"{value:.3f}" for value in knn)
     return (
         f"| {method} | {mean:.4f} ± {max(knn) - min(knn):.4f} | {per_seed} "
         f"| {statistics.mean(probe):.4f} | {statistics.mean(initial):.4f} | {gain:+.1f} "
-        f"| {statistics.mean(seconds):.0f} |"
+        f"| {statistics.mean(seconds):.0f} | {statistics.mean(cpu):.0f} |"
     )
 
 
@@ -72,9 +84,9 @@ def main() -> int:
     args = parser.parse_args()
     print(
         "| method | kNN top-1, mean ± spread | per seed | probe 10/class | random init kNN "
-        "| gain (points) | s/run |"
+        f"| gain (points) | wall s/run | CPU s/run / {CORES} |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for method in args.methods:
         results = [run(method, seed, args.out) for seed in args.seeds]
         print(row(method, results), flush=True)
