@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import torch
 
 from engine import distributed
 from engine.bus import BusEngine, hook_plan
@@ -26,6 +22,7 @@ from engine.errors import ConfigError
 from engine.events import SSLEvents
 from engine.hook import Hook
 from engine.imports import import_user_modules
+from engine.machine import configure_process
 from engine.phases import build_phase_plan
 from engine.preemption import PreemptedError, PreemptionGuard, stop_agreed
 from engine.registry import UnknownNameError
@@ -148,13 +145,7 @@ class SSLTrainer:
                 cfg.data.batch_size,
                 cfg.data.batch_size * state.world_size,
             )
-        torch.set_flush_denormal(cfg.machine.flush_denormal)
-        if cfg.machine.num_threads:
-            torch.set_num_threads(cfg.machine.num_threads)
-        seed = cfg.trainer.seed
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
+        configure_process(cfg)
 
     def _restore(self) -> tuple[int, int, dict[str, Any] | None]:
         """Load the newest checkpoint when auto-resume is on; returns where to start."""
