@@ -178,3 +178,32 @@ def test_async_run_leaves_the_same_checkpoint_as_a_synchronous_one(tmp_path: Pat
         checkpoint.pop("config")  # names its own run directory
         checkpoint["hooks"].pop("timing")  # measured seconds per step
     _assert_same(written, sync)
+
+
+def test_a_later_snapshot_reuses_the_previous_buffers_with_new_values(tmp_path: Path) -> None:
+    engine = _engine()
+    hook = CheckpointHook(tmp_path, phase_frequency=0, keep_last=3, async_write=True)
+    weight = engine.state.base_model[0].weight
+    first_path = hook.save(engine, phase_done=False)
+    hook.wait()
+    with torch.no_grad():
+        weight.add_(1.0)
+    engine.state.batches = 2
+    second_path = hook.save(engine, phase_done=False)
+    hook.wait()
+    first = load_checkpoint(first_path)["model"]["0.weight"]  # type: ignore[arg-type]
+    second = load_checkpoint(second_path)["model"]["0.weight"]  # type: ignore[arg-type]
+    assert torch.equal(second, weight.detach())
+    assert torch.equal(first + 1.0, second)
+
+
+def test_host_buffers_are_handed_out_again_after_their_write() -> None:
+    writer = CheckpointWriter()
+    addresses: list[int] = []
+    writer.submit(lambda snapshot: addresses.append(snapshot["w"].data_ptr()), {"w": torch.ones(9)})
+    writer.wait()
+    writer.submit(
+        lambda snapshot: addresses.append(snapshot["w"].data_ptr()), {"w": torch.zeros(9)}
+    )
+    writer.wait()
+    assert addresses[0] == addresses[1]
