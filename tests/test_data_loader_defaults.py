@@ -9,6 +9,7 @@ from engine.config import Config
 from engine.config_io import validate_config
 from engine.data import build_data_loaders, set_loader_epoch
 from engine.data.build import pin_memory
+from engine.data.loader import SSLDataLoader
 from engine.data.shared import SharedInt
 
 
@@ -61,3 +62,26 @@ def test_shared_int_is_per_instance_and_reads_back() -> None:
     first, second = Holder(1), Holder(2)
     first.value = 7
     assert (first.value, second.value) == (7, 2)
+
+
+def test_batches_made_in_process_use_one_torch_thread() -> None:
+    seen: list[int] = []
+
+    def collate(samples: list[int]) -> list[int]:
+        seen.append(torch.get_num_threads())
+        return samples
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        loader = SSLDataLoader(list(range(6)), batch_size=2, collate_fn=collate)
+        assert [batch for batch in loader] == [[0, 1], [2, 3], [4, 5]]
+        assert seen == [1, 1, 1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_run_loaders_are_ssl_data_loaders() -> None:
+    loaders = build_data_loaders(_digits())
+    assert all(isinstance(loader, SSLDataLoader) for loader in loaders.values())

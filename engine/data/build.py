@@ -9,6 +9,7 @@ from engine.config import Config
 from engine.data.augment import BatchAugment
 from engine.data.collate import ViewCollate
 from engine.data.datasets import DATASETS
+from engine.data.loader import SSLDataLoader
 from engine.data.sampler import PhaseSampler
 from engine.data.transform_collate import TransformCollate
 from engine.data.transforms import clean_transform, view_transform
@@ -23,11 +24,12 @@ def _loader(
 
     Workers, when there are any, are persistent (started once, not at every epoch; the
     collate's epoch reaches them through shared memory) and each prepares
-    ``data.prefetch_factor`` batches ahead; host memory is pinned as
-    :func:`pin_memory` says.
+    ``data.prefetch_factor`` batches ahead; without workers, batches are made on one
+    torch thread (:class:`SSLDataLoader`). Host memory is pinned as :func:`pin_memory`
+    says.
     """
     workers = cfg.data.num_workers
-    return DataLoader(
+    return SSLDataLoader(
         dataset,
         batch_size=batch_size,
         sampler=sampler,
