@@ -16,8 +16,9 @@ NT-Xent, SGD with momentum; forward and loss under bf16 autocast.
 
 Images/s counts images (two views each) over the steps after
 ``--warmup``, timed with a CUDA synchronisation at both ends only; the contenders run
-in alternation, ``--rounds`` times, and the median is shown. Stays under 5 minutes on
-one recent GPU with the defaults. Exits with a message when CUDA is absent.
+in alternation, ``--rounds`` times, and the median is shown. Sized to stay well under
+5 minutes on one recent GPU (four runs of 60 steps of 512 crops); ``--quick`` runs two of 30.
+Exits with a message when CUDA is absent.
 """
 
 from __future__ import annotations
