@@ -207,3 +207,22 @@ def test_host_buffers_are_handed_out_again_after_their_write() -> None:
     )
     writer.wait()
     assert addresses[0] == addresses[1]
+
+
+@pytest.mark.parametrize("event", [SSLEvents.ON_END, SSLEvents.ON_EXCEPTION])
+def test_end_and_exception_wait_for_the_write_and_raise_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, event: SSLEvents
+) -> None:
+    release = threading.Event()
+
+    def slow_full_disk(obj: Any, path: Path) -> None:
+        release.wait(timeout=10)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_hook_module, "save_atomic", slow_full_disk)
+    engine = _engine()
+    hook = CheckpointHook(tmp_path, async_write=True).attach(engine)
+    hook.save(engine, phase_done=False)
+    threading.Timer(0.05, release.set).start()
+    with pytest.raises(CheckpointWriteError, match="No space left on device"):
+        engine.fire_event(event)
