@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from engine.threads import one_torch_thread
+
 T = TypeVar("T")
 
 BufferKey = tuple[torch.Size, torch.dtype, bool]
@@ -57,7 +59,7 @@ class _Snapshot:
         self.devices: set[torch.device] = set()
         self._memo: dict[int, torch.Tensor] = {}
 
-    def copy(self, obj: Any) -> Any:
+    def _copy(self, obj: Any) -> Any:
         if isinstance(obj, torch.Tensor):
             if id(obj) not in self._memo:
                 self._memo[id(obj)] = self._tensor(obj.detach())
@@ -65,12 +67,12 @@ class _Snapshot:
         if isinstance(obj, dict):
             copied = copy.copy(obj)
             for key, value in obj.items():
-                copied[key] = self.copy(value)
+                copied[key] = self._copy(value)
             return copied
         if isinstance(obj, list):
-            return [self.copy(value) for value in obj]
+            return [self._copy(value) for value in obj]
         if isinstance(obj, tuple):
-            items = [self.copy(value) for value in obj]
+            items = [self._copy(value) for value in obj]
             return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
         return copy.deepcopy(obj)
 
@@ -85,10 +87,14 @@ class _Snapshot:
         self.taken.append((key, host))
         return host
 
-    def finish(self) -> None:
-        """Wait for the asynchronous copies from CUDA devices."""
+    def copy(self, obj: Any) -> Any:
+        """The copy of ``obj``, complete. The copies are memory-bound: they run on one
+        torch thread (see :func:`engine.threads.one_torch_thread`)."""
+        with one_torch_thread():
+            copied = self._copy(obj)
         for device in self.devices:
             torch.cuda.synchronize(device)
+        return copied
 
 
 def snapshot_to_host(obj: T, buffers: HostBuffers | None = None) -> T:
@@ -100,10 +106,7 @@ def snapshot_to_host(obj: T, buffers: HostBuffers | None = None) -> T:
     lists and tuples (named tuples too) are rebuilt around the copies; any other value
     is deep-copied.
     """
-    snapshot = _Snapshot(buffers)
-    copied = snapshot.copy(obj)
-    snapshot.finish()
-    return copied
+    return _Snapshot(buffers).copy(obj)
 
 
 class CheckpointWriter:
@@ -139,7 +142,6 @@ class CheckpointWriter:
         self.wait()
         snapshot = _Snapshot(self._buffers)
         copied = snapshot.copy(checkpoint)
-        snapshot.finish()
         self._in_flight = snapshot.taken
         self._thread = threading.Thread(
             target=self._run, args=(write, copied), name="hookbus-checkpoint-writer"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import torch
 from torch.utils.data import DataLoader
+
+from engine.threads import one_torch_thread
 
 
 class SSLDataLoader(DataLoader):
@@ -36,9 +37,5 @@ class _OneThread:
         return self
 
     def __next__(self) -> Any:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_torch_thread():
             return next(self._batches)
-        finally:
-            torch.set_num_threads(threads)
