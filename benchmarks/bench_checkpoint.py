@@ -1,6 +1,6 @@
 """Training time lost per checkpoint of a ResNet-50-sized state, synchronous vs async.
 
-    .venv/bin/python benchmarks/bench_checkpoint.py            # ResNet-50, 3 rounds
+    .venv/bin/python benchmarks/bench_checkpoint.py            # ResNet-50, 5 rounds
     .venv/bin/python benchmarks/bench_checkpoint.py --quick    # ResNet-18, 1 round
 
 The state is what :class:`hooks.checkpoint.CheckpointHook` saves for a torchvision
@@ -22,9 +22,10 @@ Each hook saves once, untimed, before the rounds: the first save of a run alloca
 what later ones reuse (the async snapshot's host buffers); its stall is printed too.
 
 Shown per mode, as medians: how long ``save()`` blocks the step (the stall), and the
-training time lost: the workload's time with the checkpoint minus its time alone (for
-async this adds the writer's competition for the cores and any wait for the write still
-running when the workload ends).
+training time lost: the workload's time with the checkpoint minus its time alone in the
+same round (for async this adds the writer's competition for the cores and any wait for
+the write still running when the workload ends). On a busy machine the lost time is
+much noisier than the stall: the workload's own time varies by about as much.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import torchvision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import interleaved, machine, markdown_table, median
+from benchmarks.harness import interleaved, machine, markdown_table, median, paired_median
 from engine.config import Config
 from engine.models import build_model
 from engine.phases import Phase
@@ -128,7 +129,7 @@ def contender(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet50", help="torchvision model of the state")
-    parser.add_argument("--rounds", type=int, default=3, help="alternated measurements")
+    parser.add_argument("--rounds", type=int, default=5, help="alternated measurements")
     parser.add_argument("--dir", type=Path, default=None, help="where checkpoints go")
     parser.add_argument("--quick", action="store_true", help="resnet18, 1 round")
     args = parser.parse_args()
@@ -159,7 +160,7 @@ def main() -> None:
             },
             args.rounds,
         )
-    alone = median([total for _, total in times["no checkpoint"]])
+    alone = [total for _, total in times["no checkpoint"]]
     print(
         f"bench_checkpoint: {args.model} + Adam state, {state_megabytes(engine):.0f} MiB; "
         f"workload {steps} steps of {step_seconds:.3f} s; {args.rounds} rounds; {machine()}"
@@ -169,7 +170,7 @@ def main() -> None:
     summary = {}
     for mode in ("sync", "async"):
         stall = median([stall for stall, _ in times[mode]])
-        lost = median([total for _, total in times[mode]]) - alone
+        lost = paired_median([total for _, total in times[mode]], alone)
         summary[mode] = (stall, lost)
         rows.append([mode, f"{stall:.3f}", f"{lost:.3f}"])
     print(markdown_table(["mode", "save() blocks s", "training time lost s"], rows))
