@@ -24,7 +24,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=100, help="SIGKILLs per campaign")
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill delays")
-    parser.add_argument("--window", type=float, default=0.3, help="max seconds before a kill")
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=None,
+        help="max seconds before a kill (default: sized so all kills cover half the run)",
+    )
     parser.add_argument("--epochs", type=int, default=200, help="epochs of the tiny recipe")
     args = parser.parse_args()
     started = time.monotonic()
@@ -37,6 +42,7 @@ def main() -> None:
         ("  inside a checkpoint write", outcome.kills_in_writes),
         ("  before training started", outcome.kills_before_training),
         ("processes started", outcome.restarts + 1),
+        ("kill window (s)", round(outcome.window, 3)),
         ("final parameters bit-identical", outcome.identical_parameters),
         ("phase losses identical", outcome.identical_losses),
         ("final iteration identical", outcome.identical_iteration),

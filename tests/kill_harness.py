@@ -44,6 +44,7 @@ class Outcome:
     kills_in_writes: int = 0
     kills_before_training: int = 0
     restarts: int = 0
+    window: float = 0.0
     identical_parameters: bool = False
     identical_losses: bool = False
     identical_iteration: bool = False
@@ -79,6 +80,21 @@ def run_to_completion(recipe: Path, run_dir: Path) -> None:
         raise RuntimeError(f"hookbus train failed ({result.returncode}): {result.stderr[-2000:]}")
 
 
+def timed_run(recipe: Path, run_dir: Path) -> float:
+    """Run ``recipe`` to completion; the seconds from the start of training (config.yaml
+    written) to the end of the process."""
+    started = time.time()
+    process = subprocess.Popen(
+        command(recipe, run_dir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _wait_for_training(run_dir, process, started)
+    training_started = time.time()
+    _, stderr = process.communicate(timeout=300)
+    if process.returncode != 0:
+        raise RuntimeError(f"hookbus train failed ({process.returncode}): {stderr[-2000:]!r}")
+    return time.time() - training_started
+
+
 def final_parameters(run_dir: Path) -> dict[str, torch.Tensor]:
     """The model weights of the newest valid checkpoint."""
     found = newest_valid_checkpoint(run_dir)
@@ -93,15 +109,21 @@ def phase_losses(run_dir: Path) -> dict[int, float]:
 
 
 def kill_campaign(
-    workdir: Path, kills: int, *, seed: int = 0, window: float = 0.5, epochs: int = 12
+    workdir: Path, kills: int, *, seed: int = 0, window: float | None = None, epochs: int = 12
 ) -> Outcome:
     """Kill a run ``kills`` times, each a random 0-``window`` seconds after training
-    starts, finish it, and compare it with an uninterrupted run of the same recipe."""
+    starts, finish it, and compare it with an uninterrupted run of the same recipe.
+
+    ``window=None`` sizes the window from the uninterrupted run: all kills together can
+    cover at most half of its training time, so the planned kills always happen before
+    the run ends, however fast or slow the machine is."""
     rng = random.Random(seed)
     recipe = write_recipe(workdir / "recipe.yaml", epochs)
     reference, victim = workdir / "reference", workdir / "victim"
-    run_to_completion(recipe, reference)
-    outcome = Outcome()
+    training_seconds = timed_run(recipe, reference)
+    if window is None:
+        window = training_seconds / (2 * kills)
+    outcome = Outcome(window=window)
     while outcome.kills < kills:
         started = time.time()
         process = subprocess.Popen(
