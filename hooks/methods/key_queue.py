@@ -26,8 +26,10 @@ class KeyQueueHook(Hook):
                             so far, L2-normalised) into ``state.last_output``; nothing
                             before the first keys
     ``on_loss_and_meter``   train phases only: queues the step's keys, the
-                            L2-normalised ``teacher_embeddings`` of every view (of every
-                            rank, gathered), the oldest keys dropping out
+                            L2-normalised ``teacher_embeddings`` of every view (each
+                            view gathered from every rank in rank order, so the queue
+                            equals one process's on the global batch), the oldest
+                            keys dropping out
     ======================  ===========================================================
 
     A new queue tensor is made at each step, so the loss's view of the old one stays
@@ -67,11 +69,11 @@ class KeyQueueHook(Hook):
             raise KeyError("key_queue needs output['teacher_embeddings'] (momentum_teacher hook)")
         keys = torch.cat(
             [
-                F.normalize(key.detach().float(), dim=1)
+                distributed.all_gather_cat(F.normalize(key.detach().float(), dim=1))
                 for key in state.last_output["teacher_embeddings"]
             ]
         )
-        self.enqueue(distributed.all_gather_cat(keys))
+        self.enqueue(keys)
 
     def enqueue(self, keys: torch.Tensor) -> None:
         """Add ``keys`` ``[n, D]``; beyond ``size`` keys, the oldest are overwritten."""
