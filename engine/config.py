@@ -364,10 +364,11 @@ class EnabledHook(Section):
 
 class NanCheckConfig(Section):
     enabled: bool = Field(True, description="stop on a non-finite loss")
-    check_frequency: int = Field(
-        1,
+    check_frequency: int | None = Field(
+        None,
         ge=1,
-        description="check every N steps (one host sync each); 1 stops at the first bad step",
+        description="check every N steps (one host sync each); 1 stops at the first bad step; "
+        "null: at log steps (trainer.log_frequency) and iteration checkpoints",
     )
 
 

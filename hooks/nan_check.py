@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -79,8 +80,14 @@ class NanCheckHook(Hook):
 
     @classmethod
     def from_config(cls, cfg: Config) -> Self:
-        """A check every ``hooks.nan_check.check_frequency`` steps."""
-        return cls(check_frequency=cfg.hooks.nan_check.check_frequency)
+        """A check every ``hooks.nan_check.check_frequency`` steps; when that is null, at
+        the steps that read the loss anyway (every ``trainer.log_frequency``-th) and at
+        every iteration checkpoint (the greatest common divisor of the two), so that no
+        per-step host sync is added and no checkpoint holds weights after a bad loss."""
+        frequency = cfg.hooks.nan_check.check_frequency
+        if frequency is None:
+            frequency = math.gcd(cfg.trainer.log_frequency, cfg.checkpoint.iter_frequency)
+        return cls(check_frequency=frequency)
 
     def on_loss_and_meter(self, engine: Engine) -> None:
         state: Any = engine.state

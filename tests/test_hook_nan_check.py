@@ -21,8 +21,14 @@ def test_registered_with_priority() -> None:
     assert issubclass(NonFiniteLossError, FloatingPointError)
 
 
-def test_from_config_checks_every_step_by_default() -> None:
-    assert NanCheckHook.from_config(Config()).check_frequency == 1
+def test_from_config_checks_at_log_steps_and_iteration_checkpoints_by_default() -> None:
+    cfg = Config()
+    cfg.trainer.log_frequency = 25
+    assert NanCheckHook.from_config(cfg).check_frequency == 25
+    cfg.checkpoint.iter_frequency = 10
+    assert NanCheckHook.from_config(cfg).check_frequency == 5
+    cfg.checkpoint.iter_frequency = 50
+    assert NanCheckHook.from_config(cfg).check_frequency == 25
 
 
 def test_from_config_takes_the_configured_frequency() -> None:
