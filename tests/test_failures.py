@@ -19,20 +19,7 @@ from engine.hook import Hook
 from hooks import default_hooks
 from hooks.nan_check import NonFiniteLossError
 from tests.conftest import tiny_config
-
-
-class PoisonOutput(Hook):
-    """Makes the model output NaN at one train iteration (counted from 1)."""
-
-    def __init__(self, at_iteration: int) -> None:
-        super().__init__()
-        self.at_iteration = at_iteration
-
-    def on_forward(self, engine: Engine) -> None:
-        state = engine.state
-        if state.train and state.iteration + 1 == self.at_iteration:
-            output = state.last_output
-            output["embeddings"] = [e * float("nan") for e in output["embeddings"]]
+from tests.failure_hooks import PoisonOutput
 
 
 def test_non_finite_loss_stops_naming_the_iteration_and_keeps_the_last_checkpoint(
