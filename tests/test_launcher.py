@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from engine.checkpoint_io import newest_valid_checkpoint
 from engine.launcher import _supervise
 from tests.kill_harness import ROOT, write_recipe
@@ -69,8 +71,11 @@ def _train(recipe: Path, run: Path, *overrides: str) -> subprocess.Popen:
     )
 
 
-def test_two_ranks_train_and_resume(tmp_path: Path) -> None:
+def test_two_ranks_train_and_resume_as_if_never_stopped(tmp_path: Path) -> None:
     recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=1), tmp_path / "run"
+    reference = tmp_path / "reference"
+    uninterrupted = _train(recipe, reference, "optimizer.num_epochs=3")
+    assert uninterrupted.wait(timeout=180) == 0, uninterrupted.stdout.read()
     first = _train(recipe, run)
     assert first.wait(timeout=180) == 0, first.stdout.read()
     assert newest_valid_checkpoint(run)[1]["iteration"] == 1  # 24 images, 2 ranks, batch 8
@@ -79,6 +84,10 @@ def test_two_ranks_train_and_resume(tmp_path: Path) -> None:
     _, checkpoint = newest_valid_checkpoint(run)
     assert checkpoint["iteration"] == 3
     assert checkpoint["train_phase_idx"] == 2
+    expected = newest_valid_checkpoint(reference)[1]["model"]
+    assert expected.keys() == checkpoint["model"].keys()
+    for name, value in expected.items():
+        assert torch.equal(checkpoint["model"][name], value), name
 
 
 def _child_with_rank(parent: int, rank: int) -> int | None:
