@@ -12,6 +12,7 @@ from ignite.engine import Engine
 from engine import ConfigError, SSLEvents, SSLTrainer
 from engine.checkpoint_io import POINTER_NAME, load_checkpoint
 from engine.hook import Hook
+from hooks import default_hooks
 from hooks.checkpoint import CheckpointHook
 from hooks.meter_sync import MeterSyncHook
 from tests.conftest import tiny_config
@@ -248,3 +249,38 @@ def test_effective_config_is_written(tiny_cfg: Any) -> None:
     text = (state.run_dir / "config.yaml").read_text()
     assert "tiny_test_images" in text
     assert "num_epochs: 2" in text
+
+
+def test_fp16_autocast_trains_with_a_grad_scaler_saved_in_checkpoints(tmp_path: Path) -> None:
+    cfg = tiny_config(
+        tmp_path / "run",
+        optimizer={"num_epochs": 1},
+        model={
+            "backbone": {"width": 4},
+            "head": {"dims": [16, 16, 8]},
+            "amp": {"enabled": True, "dtype": "fp16"},
+        },
+    )
+    state = SSLTrainer(cfg, hooks=default_hooks(cfg)).train()
+    assert state.amp_dtype is torch.float16
+    assert isinstance(state.scaler, torch.amp.GradScaler)
+    assert torch.isfinite(state.loss)
+    saved = load_checkpoint(state.run_dir / POINTER_NAME)["scaler"]
+    assert saved["scale"] == state.scaler.get_scale() > 0
+    assert saved["_growth_tracker"] == state.scaler.state_dict()["_growth_tracker"]
+
+
+def test_test_phases_run_without_autograd(tmp_path: Path) -> None:
+    class GradMode(Hook):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: dict[bool, set[bool]] = {True: set(), False: set()}
+
+        def on_forward(self, engine: Engine) -> None:
+            embeddings = engine.state.last_output["embeddings"][0]
+            self.seen[engine.state.train].add(embeddings.requires_grad)
+
+    cfg = tiny_config(tmp_path / "run", optimizer={"num_epochs": 1})
+    recorder = GradMode()
+    SSLTrainer(cfg, hooks=[recorder]).train()
+    assert recorder.seen == {True: {True}, False: {False}}
