@@ -62,6 +62,8 @@ class TimingHook(Hook):
         self._seen = 0
         self._batch_sum = 0.0
         self._data_sum = 0.0
+        self._later_key: tuple[int, int, int] | None = None
+        self._later: dict[bool, int] = {}
 
     @classmethod
     def from_config(cls, cfg: Config) -> Self:
@@ -97,9 +99,19 @@ class TimingHook(Hook):
 
     def _seconds_left(self, state: Any) -> float:
         seconds = max(state.phase_length - state.batches, 0) * self._seconds_per_step(state.train)
-        for phase in state.phases[state.phase_idx + 1 :]:
-            seconds += phase.length * self._seconds_per_step(phase.train)
-        return seconds
+        later = self._later_steps(state)
+        return seconds + sum(later[train] * self._seconds_per_step(train) for train in later)
+
+    def _later_steps(self, state: Any) -> dict[bool, int]:
+        """Steps of the phases after the current one, by kind (train or not), counted once
+        per phase rather than at every step."""
+        key = (id(state.phases), len(state.phases), state.phase_idx)
+        if self._later_key != key:
+            later = {True: 0, False: 0}
+            for phase in state.phases[state.phase_idx + 1 :]:
+                later[bool(phase.train)] += phase.length
+            self._later_key, self._later = key, later
+        return self._later
 
     def state_dict(self) -> dict[str, Any]:
         return {"seconds_per_step": dict(self._averages)}
