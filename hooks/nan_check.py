@@ -50,6 +50,9 @@ class NanCheckHook(Hook):
     ``on_loss_and_meter``    ``loss``, ``train``, ``iteration``,              --
                              ``batches``, ``phase_idx``, ``phase_name``,
                              ``phase_length``
+    ``on_step``              ``stop_requested`` (when set: checks the steps   --
+                             not checked yet, before the preemption
+                             checkpoint)
     ``on_phase_end``         -- (checks the steps not checked yet)            --
     =======================  ===============================================  ===========
 
@@ -57,11 +60,12 @@ class NanCheckHook(Hook):
     scalars) and checked with one sync on the step that computes every
     ``check_frequency``-th train iteration (in test phases: every ``check_frequency``-th
     step of the phase), where the log hook reads the loss anyway and before a checkpoint
-    at a multiple of it; a phase end checks what is left, before the phase's results are
-    reported or checkpointed. ``check_frequency=1`` checks every step as it happens. The
-    error names the first bad step: its train iteration (1-based: the one being computed
-    in a train phase, the last one done in a test phase), phase index and name, step
-    within the phase, and its loss. Priority -50: first among an event's handlers.
+    at a multiple of it; a phase end, and a step after which a preemption checkpoint is
+    due, check what is left, before the phase's results are reported or checkpointed.
+    ``check_frequency=1`` checks every step as it happens. The error names the first
+    bad step: its train iteration (1-based: the one being computed in a train phase, the
+    last one done in a test phase), phase index and name, step within the phase, and its
+    loss. Priority -50: first among an event's handlers.
 
     Example::
 
@@ -104,6 +108,10 @@ class NanCheckHook(Hook):
         )
         step = self._pending[-1]
         if (step.iteration if step.train else step.step) % self.check_frequency == 0:
+            self._check()
+
+    def on_step(self, engine: Engine) -> None:
+        if engine.state.stop_requested:
             self._check()
 
     def on_phase_end(self, engine: Engine) -> None:

@@ -102,3 +102,13 @@ def test_phase_end_checks_the_steps_left() -> None:
     engine.step(train=True)
     with pytest.raises(NonFiniteLossError, match="loss is -inf at train iteration 1"):
         engine.fire_event(SSLEvents.ON_PHASE_END)
+
+
+def test_a_stop_request_checks_the_steps_left_before_the_preemption_checkpoint() -> None:
+    engine = train_engine(loss=torch.tensor(float("nan")))
+    NanCheckHook(check_frequency=10).attach(engine)
+    engine.step(train=True)
+    engine.state.loss = torch.tensor(1.0)
+    engine.state.stop_requested = "SIGTERM"
+    with pytest.raises(NonFiniteLossError, match="loss is nan at train iteration 1,"):
+        engine.step(train=True)
