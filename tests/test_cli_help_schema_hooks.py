@@ -83,3 +83,11 @@ def test_hook_plan_ends_with_the_hook_count_and_the_checkpointed_ones(
     assert "summary_plot (50)" in next(line for line in lines if line.startswith("on_end"))
     assert re.fullmatch(r"\d+ hooks; lower priorities run first; checkpoints carry .*", lines[-1])
     assert "summary_plot" in lines[-1].split("state of: ")[1]
+
+
+def test_quickstart_shows_the_demo_recipes_hook_plan_as_printed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["hooks", str(ROOT / "configs" / "simclr_digits.yaml")]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert f"```\n{printed}\n```" in (ROOT / "docs" / "quickstart.md").read_text()
