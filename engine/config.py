@@ -219,6 +219,11 @@ class LinearEvalConfig(Section):
 
     enabled: bool = Field(False, description="train a linear classifier, not an SSL head")
     num_classes: int = Field(10, ge=2, description="classes of the linear classifier")
+    feature_norm: bool = Field(
+        True,
+        description="normalise each feature dimension (BatchNorm without affine parameters) "
+        "before the classifier",
+    )
     checkpoint: Path | None = Field(
         None,
         description="backbone weights to start from: a hookbus checkpoint or an exported "

@@ -88,3 +88,17 @@ def test_linear_eval_run_trains_the_classifier_only(pretrained: Path, tmp_path: 
     assert all(torch.equal(backbone[k], v) for k, v in weights.items())
     assert set(state.metrics) == {"knn_top1", "top1", "top2"}
     assert 0.0 <= state.metrics["top1"] <= state.metrics["top2"] <= 1.0
+
+
+def test_feature_norm_gives_the_classifier_unit_scale_features() -> None:
+    model = LinearEvalModel(SmallCNN(width=2), num_classes=3).train()
+    features = torch.randn(64, model.backbone.out_dim) * 0.1 + 3.0
+    normalised = model.feature_norm(features)
+    torch.testing.assert_close(
+        normalised.mean(dim=0), torch.zeros(features.shape[1]), atol=1e-4, rtol=0
+    )
+    torch.testing.assert_close(
+        normalised.var(dim=0, unbiased=False), torch.ones(features.shape[1]), atol=1e-2, rtol=0
+    )
+    plain = LinearEvalModel(SmallCNN(width=2), num_classes=3, feature_norm=False)
+    assert isinstance(plain.feature_norm, torch.nn.Identity)

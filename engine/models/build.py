@@ -52,7 +52,11 @@ def build_model(cfg: Config) -> nn.Module:
     if model_cfg.linear_eval.enabled:
         if model_cfg.linear_eval.checkpoint is not None:
             load_backbone_weights(backbone, model_cfg.linear_eval.checkpoint)
-        return LinearEvalModel(backbone, model_cfg.linear_eval.num_classes)
+        return LinearEvalModel(
+            backbone,
+            model_cfg.linear_eval.num_classes,
+            feature_norm=model_cfg.linear_eval.feature_norm,
+        )
     head_dims = model_cfg.head.dims
     if head_dims[0] != backbone.out_dim:
         raise ValueError(
