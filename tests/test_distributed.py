@@ -12,6 +12,7 @@ from engine.checkpoint_io import POINTER_NAME, list_checkpoints, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"
+LINEAR_EVAL = ROOT / "configs" / "linear_eval_digits.yaml"
 SMALL = [
     "model.backbone.width=8",
     "model.head.dims=[32,32,16]",
@@ -23,8 +24,9 @@ SMALL = [
 ]
 
 
-def _hookbus(run_dir: Path, *overrides: str, processes: int) -> None:
-    args = ["train", str(RECIPE), f"checkpoint.dir={run_dir}", *SMALL, *overrides, "-q"]
+def _hookbus(run_dir: Path, *overrides: str, processes: int, recipe: Path = RECIPE) -> None:
+    small = SMALL if recipe == RECIPE else SMALL[2:]
+    args = ["train", str(recipe), f"checkpoint.dir={run_dir}", *small, *overrides, "-q"]
     if processes == 1:
         command = [sys.executable, "-m", "engine.cli", *args]
     else:
@@ -64,3 +66,19 @@ def test_two_process_training_writes_one_run_directory(tmp_path: Path) -> None:
     checkpoint = load_checkpoint(run / POINTER_NAME)
     assert checkpoint["iteration"] == 2  # 1297 images, 2 ranks, 256 per rank: 2 steps
     assert len(list_checkpoints(run)) == 1
+
+
+def test_accuracy_meter_and_loss_synced_over_two_ranks_equal_one_process(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    linear_eval = [
+        "trainer.test_only=true",
+        "model.linear_eval.checkpoint=null",
+        "meters.knn.enabled=false",
+    ]
+    _hookbus(one, *linear_eval, recipe=LINEAR_EVAL, processes=1)
+    _hookbus(two, *linear_eval, recipe=LINEAR_EVAL, processes=2)
+    [single], [pair] = _metrics(one), _metrics(two)
+    assert 0.0 < single["top1"] < single["top5"] < 1.0
+    assert (pair["top1"], pair["top5"]) == (single["top1"], single["top5"])
+    # Each rank's mean loss over 250 of the 500 test images, averaged over the ranks.
+    assert abs(pair["loss"] - single["loss"]) < 1e-5
