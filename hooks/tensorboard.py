@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,10 @@ class TensorBoardHook(Hook):
     Writes nothing to the run state. ``float(loss)`` on logged iterations is the only
     per-step device sync. tensorboardX writes events from a background thread: the phase
     end flush writes what it has taken so far, and closing the writer writes every event.
-    A resumed run adds a new event file to the same directory.
+    A resumed run adds a new event file to the same directory. tensorboardX names a file
+    after the second it was opened; the hook adds the nanosecond, so that a run resumed
+    within the same second adds its own file (instead of overwriting the previous one)
+    and the files still sort in the order they were written.
 
     Example::
 
@@ -70,7 +74,10 @@ class TensorBoardHook(Hook):
     def on_start(self, engine: Engine) -> None:
         state = engine.state
         if state.rank == 0:
-            self._writer = SummaryWriter(logdir=str(Path(state.run_dir) / TENSORBOARD_DIR))
+            self._writer = SummaryWriter(
+                logdir=str(Path(state.run_dir) / TENSORBOARD_DIR),
+                filename_suffix=f".{time.time_ns()}",
+            )
 
     def on_step(self, engine: Engine) -> None:
         state = engine.state

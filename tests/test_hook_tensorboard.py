@@ -90,3 +90,31 @@ def test_other_ranks_write_nothing(engine: FakeEngine) -> None:
     engine.fire_event(SSLEvents.ON_PHASE_END)
     engine.fire_event(SSLEvents.ON_END)
     assert not (engine.state.run_dir / TENSORBOARD_DIR).exists()
+
+
+def test_a_resume_within_the_same_second_keeps_the_earlier_events(
+    engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tensorboardX.event_file_writer as event_file_writer
+
+    class FrozenClock:
+        @staticmethod
+        def time() -> float:
+            return 1_700_000_000.0
+
+    monkeypatch.setattr(event_file_writer, "time", FrozenClock)
+    for iteration in (0, 1):
+        engine.state.iteration = iteration
+        hook = TensorBoardHook(log_frequency=1).attach(engine)
+        engine.fire_event(SSLEvents.ON_START)
+        engine.step(train=True)
+        engine.fire_event(SSLEvents.ON_END)
+        hook.detach(engine)  # the next invocation's hook stands alone
+    assert [(tag, step) for tag, step, _ in read_scalars(engine.state.run_dir)] == [
+        ("train/loss", 1),
+        ("train/lr", 1),
+        ("train/batch_time", 1),
+        ("train/loss", 2),
+        ("train/lr", 2),
+        ("train/batch_time", 2),
+    ]
