@@ -104,3 +104,18 @@ def test_run_state_has_no_stop_request_by_default() -> None:
     from ignite.engine import State
 
     assert init_run_state(State()).stop_requested is None
+
+
+def test_mid_phase_resume_with_loader_workers_is_exact(tmp_path: Path) -> None:
+    workers = {"name": "tiny_test_images", "image_size": 8, "num_workers": 2}
+    reference = SSLTrainer(tiny_config(tmp_path / "reference", data=workers)).train()
+
+    cfg = tiny_config(tmp_path / "run", data=workers)
+    with pytest.raises(PreemptedError, match="after phase 2 step 2"):
+        SSLTrainer(cfg, hooks=[*default_hooks(cfg), SignalAt(5)]).train()
+    _, checkpoint = newest_valid_checkpoint(cfg.checkpoint.dir)
+    assert (checkpoint["iteration"], checkpoint["phase_done"]) == (5, False)
+
+    resumed = SSLTrainer(cfg).train()
+    expected = reference.base_model.state_dict()
+    assert all(torch.equal(expected[k], v) for k, v in resumed.base_model.state_dict().items())
