@@ -51,9 +51,13 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def write_recipe(path: Path, epochs: int) -> Path:
-    """The harness recipe, ``epochs`` long, as a YAML file."""
-    recipe = {**RECIPE, "optimizer": {**RECIPE["optimizer"], "num_epochs": epochs}}
+def write_recipe(path: Path, epochs: int, sections: dict[str, dict] | None = None) -> Path:
+    """The harness recipe, ``epochs`` long, each of ``sections`` updating the recipe's
+    section of that name, as a YAML file."""
+    recipe = {name: dict(values) for name, values in RECIPE.items()}
+    for name, values in (sections or {}).items():
+        recipe.setdefault(name, {}).update(values)
+    recipe["optimizer"]["num_epochs"] = epochs
     path.write_text(yaml.safe_dump(recipe))
     return path
 
@@ -109,16 +113,23 @@ def phase_losses(run_dir: Path) -> dict[int, float]:
 
 
 def kill_campaign(
-    workdir: Path, kills: int, *, seed: int = 0, window: float | None = None, epochs: int = 12
+    workdir: Path,
+    kills: int,
+    *,
+    seed: int = 0,
+    window: float | None = None,
+    epochs: int = 12,
+    sections: dict[str, dict] | None = None,
 ) -> Outcome:
     """Kill a run ``kills`` times, each a random 0-``window`` seconds after training
     starts, finish it, and compare it with an uninterrupted run of the same recipe.
 
     ``window=None`` sizes the window from the uninterrupted run: all kills together can
     cover at most half of its training time, so the planned kills always happen before
-    the run ends, however fast or slow the machine is."""
+    the run ends, however fast or slow the machine is. ``sections`` change the recipe
+    (another SSL method, say), as in :func:`write_recipe`."""
     rng = random.Random(seed)
-    recipe = write_recipe(workdir / "recipe.yaml", epochs)
+    recipe = write_recipe(workdir / "recipe.yaml", epochs, sections)
     reference, victim = workdir / "reference", workdir / "victim"
     training_seconds = timed_run(recipe, reference)
     if window is None:

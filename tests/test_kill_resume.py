@@ -4,12 +4,37 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.kill_harness import kill_campaign
+import pytest
+
+from tests.kill_harness import Outcome, kill_campaign
 
 
-def test_killed_and_resumed_run_equals_an_uninterrupted_one(tmp_path: Path) -> None:
-    outcome = kill_campaign(tmp_path, kills=3, seed=1)
-    assert outcome.kills == 3, outcome.notes
+def assert_identical(outcome: Outcome, kills: int) -> None:
+    assert outcome.kills == kills, outcome.notes
     assert outcome.identical_parameters
     assert outcome.identical_losses
     assert outcome.identical_iteration
+
+
+def test_killed_and_resumed_run_equals_an_uninterrupted_one(tmp_path: Path) -> None:
+    assert_identical(kill_campaign(tmp_path, kills=3, seed=1), kills=3)
+
+
+METHODS = {
+    # a key encoder and a queue of keys, both in every checkpoint
+    "moco": {"loss": {"name": "moco", "moco": {"queue_size": 32}}},
+    # a teacher, a center and multi-crop views
+    "dino": {
+        "loss": {"name": "dino"},
+        "model": {"prototypes": {"count": 12, "weight_norm": True}},
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
+    },
+}
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_killed_method_run_with_hook_state_equals_an_uninterrupted_one(
+    tmp_path: Path, method: str
+) -> None:
+    outcome = kill_campaign(tmp_path, kills=2, seed=2, sections=METHODS[method])
+    assert_identical(outcome, kills=2)
