@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ignite.engine import Engine
-from tensorboardX import SummaryWriter
+from tensorboardX import FileWriter
+from tensorboardX.proto.summary_pb2 import Summary
+from tensorboardX.summary import scalar
 
 from engine.config import Config
 from engine.hook import Hook
@@ -44,8 +46,10 @@ class TensorBoardHook(Hook):
     ==================  ====================================  =================================
 
     Writes nothing to the run state. ``float(loss)`` on logged iterations is the only
-    per-step device sync. tensorboardX writes events from a background thread: the phase
-    end flush writes what it has taken so far, and closing the writer writes every event.
+    per-step device sync. The scalars of one event and step go into one record of the
+    event file, which TensorBoard reads as separate series by tag. tensorboardX writes
+    records from a background thread: the phase end flush writes what it has taken so
+    far, and closing the writer writes every record.
     A resumed run adds a new event file to the same directory. tensorboardX names a file
     after the second it was opened; the hook adds the nanosecond, so that a run resumed
     within the same second adds its own file (instead of overwriting the previous one)
@@ -64,7 +68,7 @@ class TensorBoardHook(Hook):
             raise ValueError(f"log_frequency must be >= 1, got {log_frequency}")
         super().__init__(name="tensorboard")
         self.log_frequency = log_frequency
-        self._writer: SummaryWriter | None = None
+        self._writer: FileWriter | None = None
 
     @classmethod
     def from_config(cls, cfg: Config) -> Self:
@@ -74,7 +78,7 @@ class TensorBoardHook(Hook):
     def on_start(self, engine: Engine) -> None:
         state = engine.state
         if state.rank == 0:
-            self._writer = SummaryWriter(
+            self._writer = FileWriter(
                 logdir=str(Path(state.run_dir) / TENSORBOARD_DIR),
                 filename_suffix=f".{time.time_ns()}",
             )
@@ -83,22 +87,25 @@ class TensorBoardHook(Hook):
         state = engine.state
         if self._writer is None or not state.train or state.iteration % self.log_frequency:
             return
-        step = state.iteration
-        self._writer.add_scalar("train/loss", float(state.loss), step)
-        self._writer.add_scalar("train/lr", state.lr, step)
-        batch_time = recent_batch_time(state, self.log_frequency)
-        self._writer.add_scalar("train/batch_time", batch_time, step)
+        scalars = {
+            "train/loss": float(state.loss),
+            "train/lr": state.lr,
+            "train/batch_time": recent_batch_time(state, self.log_frequency),
+        }
+        self._write(scalars, state.iteration)
 
     def on_phase_end(self, engine: Engine) -> None:
         if self._writer is None:
             return
         state = engine.state
-        step = state.train_phase_idx
+        scalars = {}
         loss = phase_mean_loss(state)
         if loss is not None:
-            self._writer.add_scalar(f"{state.phase_name}/loss_epoch", loss, step)
+            scalars[f"{state.phase_name}/loss_epoch"] = loss
         for metric, value in state.metrics.items():
-            self._writer.add_scalar(f"{state.phase_name}/{metric}", value, step)
+            scalars[f"{state.phase_name}/{metric}"] = value
+        if scalars:
+            self._write(scalars, state.train_phase_idx)
         self._writer.flush()
 
     def on_end(self, engine: Engine) -> None:
@@ -106,6 +113,14 @@ class TensorBoardHook(Hook):
 
     def on_exception(self, engine: Engine) -> None:
         self._close()
+
+    def _write(self, scalars: dict[str, float], step: int) -> None:
+        """One event holding every scalar of ``scalars`` at ``step``: tensorboardX hands
+        each event to its writer thread through a process queue, about 0.1 ms of CPU an
+        event here, so three scalars in one event cost a third of three events."""
+        assert self._writer is not None
+        values = [value for tag, number in scalars.items() for value in scalar(tag, number).value]
+        self._writer.add_summary(Summary(value=values), step)
 
     def _close(self) -> None:
         if self._writer is not None:
