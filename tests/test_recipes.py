@@ -94,3 +94,34 @@ def test_dino_image_folder_recipe_trains_a_step_on_a_small_folder(tmp_path: Path
     assert state.iteration == 2
     assert recorder.sizes == [[32] * 2 + [16] * 6] * 2
     assert len(state.last_output["teacher_scores"]) == 2
+
+
+@pytest.mark.parametrize("method", sorted(set(METHOD_HOOKS) - {"dino"}))
+def test_image_folder_recipe_as_shipped_trains_a_step_on_a_small_folder(
+    tmp_path: Path, method: str
+) -> None:
+    for label, color in (("red", (200, 20, 20)), ("blue", (20, 20, 200))):
+        (tmp_path / "images" / label).mkdir(parents=True)
+        for index in range(2):
+            Image.new("RGB", (40 + index, 36), color).save(
+                tmp_path / "images" / label / f"{index}.png"
+            )
+    overrides = [
+        f"data.folder.train_dir={tmp_path / 'images'}",
+        "data.folder.test_dir=null",
+        "data.image_size=32",
+        "data.batch_size=4",
+        "data.num_workers=0",
+        "data.pin_memory=false",
+        "model.amp.enabled=false",
+        "optimizer.num_epochs=1",
+        "trainer.test_model=false",
+        f"checkpoint.dir={tmp_path / 'run'}",
+    ]
+    if method == "swav":
+        overrides.append("data.small_views.size=16")
+    cfg = load_config(CONFIGS / f"{method}_imagefolder_resnet50.yaml", overrides)
+    hooks = [hook for hook in default_hooks(cfg) if hook.name in METHOD_HOOKS[method]]
+    state = SSLTrainer(cfg, hooks=hooks).train()
+    assert state.iteration == 1
+    assert state.loss is not None and bool(state.loss.isfinite())
