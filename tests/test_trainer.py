@@ -145,15 +145,20 @@ def test_exception_reaches_caller_after_on_exception_handlers(tiny_cfg: Any) -> 
     assert names.count("on_update") == 2
 
 
-def test_failing_on_exception_handler_does_not_hide_the_error(tiny_cfg: Any) -> None:
+def test_failing_on_exception_handler_does_not_hide_the_error(
+    tiny_cfg: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     class BrokenHandler(Hook):
         def on_exception(self, engine: Engine) -> None:
             raise ValueError("handler broke")
 
     recorder = EventRecorder()
-    with pytest.raises(RuntimeError, match="boom at 1"):
+    with caplog.at_level("ERROR", logger="hookbus"), pytest.raises(RuntimeError, match="boom"):
         SSLTrainer(tiny_cfg, hooks=[BrokenHandler(), recorder, FailOnStep(1)]).train()
     assert recorder.events[-1][0] == "on_exception"
+    [failure] = [r for r in caplog.records if "on_exception handler failed" in r.getMessage()]
+    assert "RuntimeError('boom at 1')" in failure.getMessage()
+    assert failure.exc_info is not None and str(failure.exc_info[1]) == "handler broke"
 
 
 def test_exception_state_names_the_error(tiny_cfg: Any) -> None:
