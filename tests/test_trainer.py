@@ -289,3 +289,17 @@ def test_test_phases_run_without_autograd(tmp_path: Path) -> None:
     recorder = GradMode()
     SSLTrainer(cfg, hooks=[recorder]).train()
     assert recorder.seen == {True: {True}, False: {False}}
+
+
+def test_auto_resume_off_starts_afresh_beside_old_checkpoints(tmp_path: Path) -> None:
+    first = SSLTrainer(tiny_config(tmp_path / "run", optimizer={"num_epochs": 1})).train()
+    assert first.iteration == 3
+    cfg = tiny_config(
+        tmp_path / "run", optimizer={"num_epochs": 2}, checkpoint={"auto_resume": False}
+    )
+    recorder = EventRecorder()
+    again = SSLTrainer(cfg, hooks=[*default_hooks(cfg), recorder]).train()
+    assert again.resumed_from is None
+    assert recorder.events.count(("on_phase_start", "train")) == 2  # none taken from disk
+    assert again.iteration == 6
+    assert load_checkpoint(again.run_dir / POINTER_NAME)["iteration"] == 6
