@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from engine.config_io import load_config
+from engine.distributed import collective_failure
 from engine.errors import CheckpointWriteError, UserError
 from engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError
 
@@ -126,6 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PreemptedError as exc:
         print(f"hookbus {args.command}: preempted: {exc}", file=sys.stderr)
         return PREEMPTED_EXIT_STATUS
+    except RuntimeError as exc:
+        failure = collective_failure(exc)
+        if failure is None:
+            raise
+        print(f"hookbus {args.command}: error: {failure}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"hookbus {args.command}: interrupted", file=sys.stderr)
         return 130

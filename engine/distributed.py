@@ -98,3 +98,32 @@ def select_device(cfg: Config) -> torch.device:
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
+
+
+_COLLECTIVE_FAILURES = (
+    "Timed out",
+    "timed out",
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "NCCL",
+)
+"""Words of the errors gloo and nccl raise when a peer died or stopped answering."""
+
+
+def collective_failure(exc: BaseException) -> str | None:
+    """One line saying that a collective failed because another rank died or hung, or
+    None when ``exc`` is not such an error (or this process is not distributed).
+
+    torch raises these as ``torch.distributed.DistError`` or, for gloo, as a plain
+    ``RuntimeError`` naming the transport's failure; both are recognised.
+    """
+    if not is_distributed() and not isinstance(exc, dist.DistError):
+        return None
+    text = " ".join(str(exc).split())
+    if not isinstance(exc, dist.DistError) and not any(w in text for w in _COLLECTIVE_FAILURES):
+        return None
+    return (
+        f"rank {rank()}: a collective across ranks failed (another rank died, or did not "
+        f"reach it within distributed.timeout_seconds): {text[:300]}"
+    )

@@ -6,6 +6,8 @@ Recipes reach it with ``trainer.imports: [tests.failure_hooks]`` and
 
 from __future__ import annotations
 
+import time
+
 from ignite.engine import Engine
 
 from engine.hook import Hook
@@ -29,3 +31,21 @@ class PoisonOutput(Hook):
         if state.train and state.iteration + 1 == self.at_iteration:
             output = state.last_output
             output["embeddings"] = [e * float("nan") for e in output["embeddings"]]
+
+
+@register_hook("hang")
+class Hang(Hook):
+    """Stops one rank dead (a long sleep) after one train iteration, as a hung GPU or a
+    stuck file system would, while the other ranks go on to the next collective.
+
+    Fires on ``on_step``; reads ``rank`` and ``iteration``; writes nothing.
+    """
+
+    def __init__(self, rank: int, at_iteration: int, seconds: float = 3600.0) -> None:
+        super().__init__()
+        self.rank, self.at_iteration, self.seconds = rank, at_iteration, seconds
+
+    def on_step(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank == self.rank and state.iteration == self.at_iteration:
+            time.sleep(self.seconds)

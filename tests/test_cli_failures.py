@@ -12,10 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 import engine.checkpoint_io as checkpoint_io
 from engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint
 from engine.cli import main
+from engine.distributed import collective_failure
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = str(ROOT / "configs" / "simclr_digits.yaml")
@@ -87,3 +89,11 @@ def test_checkpoint_of_another_model_exits_2_naming_the_keys(
     err = one_line(capsys)
     assert "does not fit this model" in err
     assert "backbone.layers.0.weight: (8, 1, 3, 3) vs (16, 1, 3, 3)" in err
+
+
+def test_collective_failures_are_told_apart_from_other_runtime_errors() -> None:
+    assert collective_failure(RuntimeError("Timed out waiting")) is None  # one process
+    told = collective_failure(torch.distributed.DistError("Timed out waiting 5000ms"))
+    assert told is not None
+    assert told.startswith("rank 0: a collective across ranks failed (another rank died")
+    assert told.endswith(": Timed out waiting 5000ms")

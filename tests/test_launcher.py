@@ -119,3 +119,26 @@ def test_a_killed_rank_ends_the_whole_run(tmp_path: Path) -> None:
     assert status == 128 + signal.SIGKILL
     assert time.monotonic() - killed_at < 30
     assert "rank 1 exited with status -9: stopping the other ranks" in launcher.stdout.read()
+
+
+def test_a_hung_rank_times_the_others_out_with_one_clear_line(tmp_path: Path) -> None:
+    recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=50), tmp_path / "run"
+    launcher = _train(
+        recipe,
+        run,
+        "distributed.timeout_seconds=5",
+        "trainer.imports=[tests.tiny_data,tests.failure_hooks]",
+        "hooks.extra=[{name: hang, params: {rank: 1, at_iteration: 2}}]",
+    )
+    started = time.monotonic()
+    status = launcher.wait(timeout=120)
+    output = launcher.stdout.read()
+    assert status == 1, output
+    assert time.monotonic() - started < 90
+    assert (
+        "hookbus train: error: rank 0: a collective across ranks failed (another rank died, "
+        "or did not reach it within distributed.timeout_seconds): "
+    ) in output
+    assert "Timed out waiting 5000ms" in output
+    assert "Traceback" not in output
+    assert "rank 0 exited with status 1: stopping the other ranks" in output
