@@ -17,7 +17,7 @@ def assert_identical(outcome: Outcome, kills: int) -> None:
 
 
 def test_killed_and_resumed_run_equals_an_uninterrupted_one(tmp_path: Path) -> None:
-    assert_identical(kill_campaign(tmp_path, kills=3, seed=1), kills=3)
+    assert_identical(kill_campaign(tmp_path, kills=3, seed=1, epochs=40), kills=3)
 
 
 METHODS = {
@@ -36,5 +36,5 @@ METHODS = {
 def test_killed_method_run_with_hook_state_equals_an_uninterrupted_one(
     tmp_path: Path, method: str
 ) -> None:
-    outcome = kill_campaign(tmp_path, kills=2, seed=2, sections=METHODS[method])
+    outcome = kill_campaign(tmp_path, kills=2, seed=2, epochs=24, sections=METHODS[method])
     assert_identical(outcome, kills=2)
