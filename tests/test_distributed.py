@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from engine.checkpoint_io import POINTER_NAME, list_checkpoints, load_checkpoint
+from tests.torchrun import python, torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"
 LINEAR_EVAL = ROOT / "configs" / "linear_eval_digits.yaml"
-SMALL = [
-    "model.backbone.width=8",
-    "model.head.dims=[32,32,16]",
+SMALL_MODEL = ["model.backbone.width=8", "model.head.dims=[32,32,16]"]
+QUIET_CPU = [
     "hooks.evaluation_report.enabled=false",
     "hooks.progress_bar.enabled=false",
     "distributed.backend=gloo",
@@ -24,25 +22,19 @@ SMALL = [
 ]
 
 
-def _hookbus(run_dir: Path, *overrides: str, processes: int, recipe: Path = RECIPE) -> None:
-    small = SMALL if recipe == RECIPE else SMALL[2:]
-    args = ["train", str(recipe), f"checkpoint.dir={run_dir}", *small, *overrides, "-q"]
+def _hookbus(
+    run_dir: Path,
+    *overrides: str,
+    processes: int,
+    recipe: Path = RECIPE,
+    model: Sequence[str] = SMALL_MODEL,
+) -> None:
+    """``hookbus train recipe`` on the CPU, quiet, with ``model`` and ``overrides``."""
+    args = ["train", str(recipe), f"checkpoint.dir={run_dir}", *QUIET_CPU, *model, *overrides]
     if processes == 1:
-        command = [sys.executable, "-m", "engine.cli", *args]
+        python("-m", "engine.cli", *args, "-q")
     else:
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={processes}",
-            "-m",
-            "engine.cli",
-            *args,
-        ]
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
+        torchrun("-m", "engine.cli", *args, "-q", processes=processes)
 
 
 def _metrics(run_dir: Path) -> list[dict]:
@@ -75,8 +67,8 @@ def test_accuracy_meter_and_loss_synced_over_two_ranks_equal_one_process(tmp_pat
         "model.linear_eval.checkpoint=null",
         "meters.knn.enabled=false",
     ]
-    _hookbus(one, *linear_eval, recipe=LINEAR_EVAL, processes=1)
-    _hookbus(two, *linear_eval, recipe=LINEAR_EVAL, processes=2)
+    _hookbus(one, *linear_eval, recipe=LINEAR_EVAL, model=(), processes=1)
+    _hookbus(two, *linear_eval, recipe=LINEAR_EVAL, model=(), processes=2)
     [single], [pair] = _metrics(one), _metrics(two)
     assert 0.0 < single["top1"] < single["top5"] < 1.0
     assert (pair["top1"], pair["top5"]) == (single["top1"], single["top5"])

@@ -7,15 +7,13 @@ each must give the loss and gradients of one process holding the whole batch.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.dist_grad_worker import GLOBAL_BATCH, OUTPUT_KEY, global_embeddings, loss_of
+from tests.torchrun import torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,19 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_collective_loss_gradients_on_two_ranks_equal_one_process(
     tmp_path: Path, name: str
 ) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(ROOT / "tests" / "dist_grad_worker.py"),
-        str(tmp_path),
-        name,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
+    torchrun(str(ROOT / "tests" / "dist_grad_worker.py"), str(tmp_path), name, timeout=180)
 
     views = [view.clone().requires_grad_(True) for view in global_embeddings()]
     loss = loss_of(name, views)

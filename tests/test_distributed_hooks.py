@@ -7,31 +7,18 @@ rank must end with the state of one process that saw the whole batch.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
 
 from tests.dist_hook_worker import QUEUE, hook_states
+from tests.torchrun import torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_queues_and_center_on_two_ranks_equal_one_process(tmp_path: Path) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(ROOT / "tests" / "dist_hook_worker.py"),
-        str(tmp_path),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
+    torchrun(str(ROOT / "tests" / "dist_hook_worker.py"), str(tmp_path), timeout=180)
 
     expected = hook_states(rank=0, world=1)
     assert expected["key_queue"]["filled"] == QUEUE
