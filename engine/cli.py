@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         failure = collective_failure(exc)
         if failure is None:
             raise
-        print(f"hookbus {args.command}: error: {failure}", file=sys.stderr)
+        print(f"hookbus {args.command}: error: {_one_line(failure)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"hookbus {args.command}: interrupted", file=sys.stderr)

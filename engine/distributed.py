@@ -101,18 +101,18 @@ def select_device(cfg: Config) -> torch.device:
 
 
 _COLLECTIVE_FAILURES = (
-    "Timed out",
     "timed out",
-    "Connection reset by peer",
-    "Connection closed by peer",
-    "Broken pipe",
-    "NCCL",
+    "connection reset by peer",
+    "connection closed by peer",
+    "broken pipe",
+    "nccl",
 )
-"""Words of the errors gloo and nccl raise when a peer died or stopped answering."""
+"""Words (lower case) of the errors gloo and nccl raise when a peer died or stopped
+answering."""
 
 
 def collective_failure(exc: BaseException) -> str | None:
-    """One line saying that a collective failed because another rank died or hung, or
+    """A message saying that a collective failed because another rank died or hung, or
     None when ``exc`` is not such an error (or this process is not distributed).
 
     torch raises these as ``torch.distributed.DistError`` or, for gloo, as a plain
@@ -120,8 +120,9 @@ def collective_failure(exc: BaseException) -> str | None:
     """
     if not is_distributed() and not isinstance(exc, dist.DistError):
         return None
-    text = " ".join(str(exc).split())
-    if not isinstance(exc, dist.DistError) and not any(w in text for w in _COLLECTIVE_FAILURES):
+    text = str(exc)
+    lowered = text.lower()
+    if not isinstance(exc, dist.DistError) and not any(w in lowered for w in _COLLECTIVE_FAILURES):
         return None
     return (
         f"rank {rank()}: a collective across ranks failed (another rank died, or did not "
