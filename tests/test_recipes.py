@@ -61,17 +61,22 @@ def test_linear_eval_recipe_starts_from_the_simclr_checkpoint() -> None:
     assert cfg.meters.accuracy.topk == [1, 5]
 
 
-def test_dino_image_folder_recipe_trains_a_step_on_a_small_folder(tmp_path: Path) -> None:
+def small_folder(root: Path, per_class: int) -> Path:
+    """``root/images``: two class folders of ``per_class`` plain-colour PNGs of
+    slightly different sizes."""
     for label, color in (("red", (200, 20, 20)), ("blue", (20, 20, 200))):
-        (tmp_path / "images" / label).mkdir(parents=True)
-        for index in range(4):
-            Image.new("RGB", (40 + index, 36), color).save(
-                tmp_path / "images" / label / f"{index}.png"
-            )
+        (root / "images" / label).mkdir(parents=True)
+        for index in range(per_class):
+            Image.new("RGB", (40 + index, 36), color).save(root / "images" / label / f"{index}.png")
+    return root / "images"
+
+
+def test_dino_image_folder_recipe_trains_a_step_on_a_small_folder(tmp_path: Path) -> None:
+    images = small_folder(tmp_path, per_class=4)
     cfg = load_config(
         CONFIGS / "dino_imagefolder_resnet50.yaml",
         [
-            f"data.folder.train_dir={tmp_path / 'images'}",
+            f"data.folder.train_dir={images}",
             "data.folder.test_dir=null",
             "data.image_size=32",
             "data.small_views.size=16",
@@ -100,14 +105,8 @@ def test_dino_image_folder_recipe_trains_a_step_on_a_small_folder(tmp_path: Path
 def test_image_folder_recipe_as_shipped_trains_a_step_on_a_small_folder(
     tmp_path: Path, method: str
 ) -> None:
-    for label, color in (("red", (200, 20, 20)), ("blue", (20, 20, 200))):
-        (tmp_path / "images" / label).mkdir(parents=True)
-        for index in range(2):
-            Image.new("RGB", (40 + index, 36), color).save(
-                tmp_path / "images" / label / f"{index}.png"
-            )
     overrides = [
-        f"data.folder.train_dir={tmp_path / 'images'}",
+        f"data.folder.train_dir={small_folder(tmp_path, per_class=2)}",
         "data.folder.test_dir=null",
         "data.image_size=32",
         "data.batch_size=4",
