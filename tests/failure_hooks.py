@@ -1,7 +1,8 @@
-"""A registered hook that breaks a run on purpose, for the failure-path tests.
+"""Registered hooks that break a run on purpose, for the failure-path tests.
 
-Recipes reach it with ``trainer.imports: [tests.failure_hooks]`` and
-``hooks.extra: [{name: poison_output, params: {at_iteration: N}}]``.
+Recipes reach them with ``trainer.imports: [tests.failure_hooks]`` and, for instance,
+``hooks.extra: [{name: poison_output, params: {at_iteration: N}}]`` (a NaN loss) or
+``[{name: hang, params: {rank: 1, at_iteration: N}}]`` (a hung rank).
 """
 
 from __future__ import annotations
