@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 from datetime import timedelta
 
@@ -77,6 +78,9 @@ def init_from_environment(cfg: Config) -> bool:
     Returns True when this call initialised it. The backend is ``distributed.backend``;
     ``auto`` picks nccl when CUDA is available and gloo otherwise. A collective that
     waits longer than ``distributed.timeout_seconds`` (a dead or hung rank) raises.
+    The group is destroyed when the interpreter exits, before its own teardown: a group
+    left to the interpreter's teardown can abort the process ("terminate called without
+    an active exception") after a run that succeeded.
     """
     if dist.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
@@ -85,7 +89,14 @@ def init_from_environment(cfg: Config) -> bool:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     timeout = timedelta(seconds=cfg.distributed.timeout_seconds)
     dist.init_process_group(backend=backend, timeout=timeout)
+    atexit.register(_destroy_group)
     return True
+
+
+def _destroy_group() -> None:
+    """Destroy the default process group if it is still there (run at exit)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def select_device(cfg: Config) -> torch.device:
