@@ -254,6 +254,13 @@ class MocoConfig(MomentumSchedule):
 
     temperature: float = Field(0.2, gt=0, description="softmax temperature")
     queue_size: int = Field(1024, ge=1, description="keys kept as negatives")
+    shuffle_bn: bool = Field(
+        True,
+        description=(
+            "with several ranks, the key encoder's BatchNorm sees a shuffled share of the "
+            "global batch (shuffle-BN), so its statistics do not pair queries with keys"
+        ),
+    )
 
 
 class ByolConfig(MomentumSchedule):

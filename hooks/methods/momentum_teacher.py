@@ -13,6 +13,7 @@ from torch import nn
 
 from engine.config import Config
 from engine.hook import Hook
+from engine.shuffle_bn import shuffled_forward
 from hooks import register_hook
 
 TEACHER_OUTPUTS = ("embeddings", "scores")
@@ -40,7 +41,10 @@ class MomentumTeacherHook(Hook):
                         under the run's autocast) on the first ``views`` views of
                         ``state.last_batch`` (all when None) and writes
                         ``teacher_embeddings`` and ``teacher_scores`` (when the model has
-                        prototypes) into ``state.last_output``
+                        prototypes) into ``state.last_output``; with ``shuffle_bn``
+                        in a distributed train phase, on a shuffled share of the global
+                        batch (:func:`engine.shuffle_bn.shuffled_forward`, seeded by
+                        ``shuffle_seed`` and ``state.iteration``)
     ``on_update``       ``teacher = m * teacher + (1 - m) * model`` for every parameter,
                         ``m`` = :func:`cosine_momentum` (``state.iteration``,
                         ``state.max_iterations``): a function of the global step, so a
@@ -54,7 +58,13 @@ class MomentumTeacherHook(Hook):
     priority = -30
 
     def __init__(
-        self, *, momentum: float = 0.99, final_momentum: float = 1.0, views: int | None = None
+        self,
+        *,
+        momentum: float = 0.99,
+        final_momentum: float = 1.0,
+        views: int | None = None,
+        shuffle_bn: bool = False,
+        shuffle_seed: int = 0,
     ) -> None:
         super().__init__()
         if not (0 <= momentum <= 1 and 0 <= final_momentum <= 1):
@@ -64,17 +74,25 @@ class MomentumTeacherHook(Hook):
         self.momentum = momentum
         self.final_momentum = final_momentum
         self.views = views
+        self.shuffle_bn = shuffle_bn
+        self.shuffle_seed = shuffle_seed
         self.teacher: nn.Module | None = None
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._loaded: dict[str, Any] | None = None
 
     @classmethod
     def from_config(cls, cfg: Config) -> MomentumTeacherHook:
-        """The teacher of ``loss.name`` moco, byol or dino, from that loss's section."""
+        """The teacher of ``loss.name`` moco, byol or dino, from that loss's section
+        (shuffle-BN from ``loss.moco.shuffle_bn``, seeded by ``trainer.seed``)."""
         name = cfg.loss.name
         section = getattr(cfg.loss, name)
-        views = cfg.loss.dino.global_views if name == "dino" else None
-        return cls(momentum=section.momentum, final_momentum=section.final_momentum, views=views)
+        return cls(
+            momentum=section.momentum,
+            final_momentum=section.final_momentum,
+            views=cfg.loss.dino.global_views if name == "dino" else None,
+            shuffle_bn=name == "moco" and cfg.loss.moco.shuffle_bn,
+            shuffle_seed=cfg.trainer.seed,
+        )
 
     def on_start(self, engine: Engine) -> None:
         state = engine.state
@@ -103,7 +121,12 @@ class MomentumTeacherHook(Hook):
             enabled=state.amp_dtype is not None,
         )
         with torch.no_grad(), autocast:
-            output = teacher({"views": views})
+            if self.shuffle_bn and state.train and state.world_size > 1:
+                output = shuffled_forward(
+                    teacher, views, seed=self.shuffle_seed, iteration=state.iteration
+                )
+            else:
+                output = teacher({"views": views})
         for name in TEACHER_OUTPUTS:
             if name in output:
                 state.last_output[f"teacher_{name}"] = output[name]
