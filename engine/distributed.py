@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -78,7 +79,8 @@ def init_from_environment(cfg: Config) -> bool:
     Returns True when this call initialised it. The backend is ``distributed.backend``;
     ``auto`` picks nccl when CUDA is available and gloo otherwise. A collective that
     waits longer than ``distributed.timeout_seconds`` (a dead or hung rank) raises.
-    The group is destroyed when the interpreter exits, before its own teardown: a group
+    A second, gloo, group carries control flags (:func:`control_group`). The groups
+    are destroyed when the interpreter exits, before its own teardown: a group
     left to the interpreter's teardown can abort the process ("terminate called without
     an active exception") after a run that succeeded.
     """
@@ -89,12 +91,30 @@ def init_from_environment(cfg: Config) -> bool:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     timeout = timedelta(seconds=cfg.distributed.timeout_seconds)
     dist.init_process_group(backend=backend, timeout=timeout)
+    global _control_group
+    _control_group = dist.new_group(backend="gloo", timeout=timeout)
     atexit.register(_destroy_group)
     return True
 
 
+_control_group: Any = None
+"""The gloo group of :func:`control_group`, made with the default group."""
+
+
+def control_group() -> Any:
+    """A gloo group over every rank for small control messages on the host.
+
+    Flags exchanged on it (the per-step stop agreement) never touch a GPU stream, so
+    reading them does not wait for the GPU, whatever the training backend. None (the
+    default group) when the process group was not made by :func:`init_from_environment`.
+    """
+    return _control_group if dist.is_initialized() else None
+
+
 def _destroy_group() -> None:
-    """Destroy the default process group if it is still there (run at exit)."""
+    """Destroy the process groups if they are still there (run at exit)."""
+    global _control_group
+    _control_group = None
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -70,13 +70,13 @@ def stop_agreed(state: Any) -> bool:
     """Whether any rank was asked to stop; every rank gets the same answer.
 
     In one process this reads a flag. With several, the flags are all-reduced every
-    step (one small collective), so that all ranks stop after the same step.
+    step (one byte, on the host, over :func:`engine.distributed.control_group`, so it
+    never waits for a GPU), so that all ranks stop after the same step.
     """
     if not distributed.is_distributed():
         return bool(state.stop_requested)
-    device = state.device if dist.get_backend() == "nccl" else torch.device("cpu")
-    flag = torch.tensor([1.0 if state.stop_requested else 0.0], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    flag = torch.tensor([1 if state.stop_requested else 0], dtype=torch.uint8)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=distributed.control_group())
     if flag.item() and not state.stop_requested:
         state.stop_requested = "another rank"
     return bool(flag.item())

@@ -2,7 +2,9 @@
 
 Recipes reach them with ``trainer.imports: [tests.failure_hooks]`` and, for instance,
 ``hooks.extra: [{name: poison_output, params: {at_iteration: N}}]`` (a NaN loss) or
-``[{name: hang, params: {rank: 1, at_iteration: N}}]`` (a hung rank).
+``[{name: hang, params: {rank: 1, at_iteration: N}}]`` (a hung rank) or
+``[{name: request_stop, params: {rank: 1, at_iteration: N}}]`` (a preemption signal
+that reaches one rank only).
 """
 
 from __future__ import annotations
@@ -50,3 +52,22 @@ class Hang(Hook):
         state = engine.state
         if state.rank == self.rank and state.iteration == self.at_iteration:
             time.sleep(self.seconds)
+
+
+@register_hook("request_stop")
+class RequestStop(Hook):
+    """Asks one rank to stop during one train iteration (counted from 1), as a
+    preemption signal that reaches only that rank's process would.
+
+    Fires on ``on_forward``; reads ``rank``, ``train`` and ``iteration``, writes
+    ``stop_requested``.
+    """
+
+    def __init__(self, rank: int, at_iteration: int) -> None:
+        super().__init__()
+        self.rank, self.at_iteration = rank, at_iteration
+
+    def on_forward(self, engine: Engine) -> None:
+        state = engine.state
+        if state.rank == self.rank and state.train and state.iteration + 1 == self.at_iteration:
+            state.stop_requested = "SIGTERM"

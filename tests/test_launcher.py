@@ -13,6 +13,7 @@ import torch
 
 from engine.checkpoint_io import newest_valid_checkpoint
 from engine.launcher import _supervise
+from engine.preemption import PREEMPTED_EXIT_STATUS
 from tests.kill_harness import ROOT, write_recipe
 
 
@@ -142,3 +143,20 @@ def test_a_hung_rank_times_the_others_out_with_one_clear_line(tmp_path: Path) ->
     assert "Timed out waiting 5000ms" in output
     assert "Traceback" not in output
     assert "rank 0 exited with status 1: stopping the other ranks" in output
+
+
+def test_a_stop_asked_of_one_rank_stops_both_after_the_same_step(tmp_path: Path) -> None:
+    recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=50), tmp_path / "run"
+    launcher = _train(
+        recipe,
+        run,
+        "trainer.imports=[tests.tiny_data,tests.failure_hooks]",
+        "hooks.extra=[{name: request_stop, params: {rank: 1, at_iteration: 3}}]",
+    )
+    status = launcher.wait(timeout=120)
+    output = launcher.stdout.read()
+    assert status == PREEMPTED_EXIT_STATUS, output
+    assert "stopped by another rank after phase 2 step 1 (train iteration 3)" in output
+    assert "stopped by SIGTERM after phase 2 step 1 (train iteration 3)" in output
+    _, checkpoint = newest_valid_checkpoint(run)  # written by rank 0, which got no signal
+    assert (checkpoint["iteration"], checkpoint["phase_done"]) == (3, False)
