@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 
 from engine.config import Config
 
@@ -71,6 +72,34 @@ def all_gather_cat(tensor: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, tensor.contiguous())
     return torch.cat(parts)
+
+
+class _GatherWithGradient(torch.autograd.Function):
+    """All-gather whose backward sends each rank the summed gradient of its own part."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: Tensor) -> Tensor:
+        ctx.rows = len(tensor)
+        return all_gather_cat(tensor)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        summed = grad.contiguous().clone()
+        dist.all_reduce(summed)
+        start = dist.get_rank() * ctx.rows
+        return summed[start : start + ctx.rows]
+
+
+def all_gather_cat_with_gradient(tensor: Tensor) -> Tensor:
+    """``tensor`` of every rank concatenated along dim 0, in rank order, with gradients.
+
+    The gradient reaching this rank's ``tensor`` is the sum, over every rank's loss, of
+    the gradient of its own rows of the result (each rank's loss uses every rank's
+    rows). Every rank must pass the same shape. In one process: the tensor itself.
+    """
+    if not is_distributed():
+        return tensor
+    return _GatherWithGradient.apply(tensor)
 
 
 def init_from_environment(cfg: Config) -> bool:

@@ -90,8 +90,8 @@ def test_registry_builds_the_configured_loss() -> None:
 
 
 def test_ranks_use_global_negatives(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two ranks simulated in one process: ``all_gather`` returns slices of the global
-    batch, so gradients reach every rank's embeddings as its backward would send them."""
+    """Two ranks simulated in one process: the gather returns the global batch, so
+    gradients reach every rank's embeddings as its backward would send them."""
     world_size, size = 2, 4
     views = embeddings(2, size=world_size * size)
     monkeypatch.setattr(nt_xent.distributed, "is_distributed", lambda: True)
@@ -101,10 +101,10 @@ def test_ranks_use_global_negatives(monkeypatch: pytest.MonkeyPatch) -> None:
         local = [view[rank * size : (rank + 1) * size] for view in views]
         gathered = iter([nt_xent.F.normalize(view, dim=1) for view in views])
 
-        def gather_next(_local: torch.Tensor, gathered=gathered) -> tuple[torch.Tensor, ...]:
-            return tuple(next(gathered).split(size))
+        def gather_next(_local: torch.Tensor, gathered=gathered) -> torch.Tensor:
+            return next(gathered)
 
-        monkeypatch.setattr(nt_xent.dist_fn, "all_gather", gather_next)
+        monkeypatch.setattr(nt_xent.distributed, "all_gather_cat_with_gradient", gather_next)
         losses.append(NTXentLoss(0.5)({"embeddings": local}, {}))
     expected = reference(views, 0.5)
     torch.testing.assert_close(sum(losses) / world_size, expected, atol=1e-5, rtol=0)

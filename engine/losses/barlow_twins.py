@@ -5,7 +5,6 @@ from __future__ import annotations
 from itertools import combinations
 
 import torch
-import torch.distributed.nn.functional as dist_fn
 from torch import Tensor, nn
 
 from engine import distributed
@@ -38,15 +37,10 @@ class BarlowTwinsLoss(nn.Module):
         if len(views) < 2:
             raise ValueError(f"Barlow Twins needs at least 2 views, got {len(views)}")
         with torch.autocast(device_type=views[0].device.type, enabled=False):
-            normalised = [self._batch_norm(self._global(at_least_float32(v))) for v in views]
+            gather = distributed.all_gather_cat_with_gradient
+            normalised = [self._batch_norm(gather(at_least_float32(view))) for view in views]
             losses = [self._pair_loss(a, b) for a, b in combinations(normalised, 2)]
         return torch.stack(losses).mean()
-
-    @staticmethod
-    def _global(view: Tensor) -> Tensor:
-        if not distributed.is_distributed():
-            return view
-        return torch.cat(dist_fn.all_gather(view))
 
     def _batch_norm(self, view: Tensor) -> Tensor:
         mean = view.mean(dim=0)

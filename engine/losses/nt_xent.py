@@ -5,7 +5,6 @@ from __future__ import annotations
 from itertools import combinations
 
 import torch
-import torch.distributed.nn.functional as dist_fn
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -23,8 +22,8 @@ class NTXentLoss(nn.Module):
     it is the mean of that loss over all pairs of views.
 
     When torch.distributed is initialised with more than one process, the embeddings
-    of all ranks are gathered (``torch.distributed.nn.functional.all_gather``, through
-    which gradients flow) and serve as negatives: each rank's ``2B`` samples are
+    of all ranks are gathered (``engine.distributed.all_gather_cat_with_gradient``,
+    through which gradients flow) and serve as negatives: each rank's ``2B`` samples are
     classified among the ``2BW - 1`` others, the positive found at this rank's offset,
     and the loss is the mean over this rank's samples. Averaging the ranks' losses
     (and DDP's averaging of gradients) gives the loss over the global batch. Every
@@ -47,10 +46,7 @@ class NTXentLoss(nn.Module):
             raise ValueError(f"NT-Xent needs at least 2 views, got {len(views)}")
         with torch.autocast(device_type=views[0].device.type, enabled=False):
             local = [F.normalize(at_least_float32(view), dim=1) for view in views]
-            if distributed.is_distributed():
-                gathered = [torch.cat(dist_fn.all_gather(view)) for view in local]
-            else:
-                gathered = local
+            gathered = [distributed.all_gather_cat_with_gradient(view) for view in local]
             offset = distributed.rank() * len(local[0])
             losses = [
                 self._pair_loss(local[a], gathered[a], local[b], gathered[b], offset)
