@@ -22,7 +22,7 @@ from engine.errors import ConfigError
 from engine.events import SSLEvents
 from engine.hook import Hook
 from engine.imports import import_user_modules
-from engine.machine import configure_process
+from engine.machine import ProcessSettings, configure_process, restore_settings
 from engine.phases import build_phase_plan
 from engine.preemption import PreemptedError, PreemptionGuard, stop_agreed
 from engine.registry import UnknownNameError
@@ -81,6 +81,7 @@ class SSLTrainer:
             hook.attach(self.engine)
         self._iterator: Any = None
         self._meters: list[Any] = []
+        self._settings_before: ProcessSettings | None = None
 
     @property
     def state(self) -> Any:
@@ -92,7 +93,11 @@ class SSLTrainer:
         return hook_plan(self.engine)
 
     def train(self) -> Any:
-        """Run the whole plan; returns the run state. Exceptions propagate after on_exception."""
+        """Run the whole plan; returns the run state. Exceptions propagate after on_exception.
+
+        The process settings the run applies (``machine.*``: flush-denormal, threads,
+        deterministic algorithms) are put back as they were when it returns or raises.
+        """
         state = self.state
         try:
             with PreemptionGuard(state):
@@ -102,6 +107,9 @@ class SSLTrainer:
             raise
         finally:
             self._release_data()
+            if self._settings_before is not None:
+                restore_settings(self._settings_before)
+                self._settings_before = None
 
     def _train(self) -> Any:
         """Prepare, restore, and run the remaining phases."""
@@ -145,7 +153,7 @@ class SSLTrainer:
                 cfg.data.batch_size,
                 cfg.data.batch_size * state.world_size,
             )
-        configure_process(cfg)
+        self._settings_before = configure_process(cfg)
 
     def _restore(self) -> tuple[int, int, dict[str, Any] | None]:
         """Load the newest checkpoint when auto-resume is on; returns where to start."""

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from engine.config import Config
 from engine.config_io import validate_config
@@ -32,11 +30,3 @@ def tiny_config(run_dir: Path, **sections: dict) -> Config:
 @pytest.fixture
 def tiny_cfg(tmp_path: Path) -> Config:
     return tiny_config(tmp_path / "run")
-
-
-@pytest.fixture(autouse=True)
-def _denormals_restored() -> Iterator[None]:
-    """Training turns on flush-denormal for the whole process; later tests (hypothesis
-    floats among them) need the default back."""
-    yield
-    torch.set_flush_denormal(False)
