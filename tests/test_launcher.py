@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from engine.checkpoint_io import newest_valid_checkpoint
@@ -72,8 +73,16 @@ def _train(recipe: Path, run: Path, *overrides: str) -> subprocess.Popen:
     )
 
 
-def test_two_ranks_train_and_resume_as_if_never_stopped(tmp_path: Path) -> None:
-    recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=1), tmp_path / "run"
+METHODS = {
+    "simclr": {},
+    "moco": {"loss": {"name": "moco", "moco": {"queue_size": 32}}},  # shuffle-BN on 2 ranks
+}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_two_ranks_train_and_resume_as_if_never_stopped(tmp_path: Path, method: str) -> None:
+    recipe = write_recipe(tmp_path / "recipe.yaml", epochs=1, sections=METHODS[method])
+    run = tmp_path / "run"
     reference = tmp_path / "reference"
     uninterrupted = _train(recipe, reference, "optimizer.num_epochs=3")
     assert uninterrupted.wait(timeout=180) == 0, uninterrupted.stdout.read()
@@ -85,10 +94,25 @@ def test_two_ranks_train_and_resume_as_if_never_stopped(tmp_path: Path) -> None:
     _, checkpoint = newest_valid_checkpoint(run)
     assert checkpoint["iteration"] == 3
     assert checkpoint["train_phase_idx"] == 2
-    expected = newest_valid_checkpoint(reference)[1]["model"]
-    assert expected.keys() == checkpoint["model"].keys()
-    for name, value in expected.items():
+    expected = newest_valid_checkpoint(reference)[1]
+    assert expected["model"].keys() == checkpoint["model"].keys()
+    for name, value in expected["model"].items():
         assert torch.equal(checkpoint["model"][name], value), name
+    assert expected["hooks"].keys() == checkpoint["hooks"].keys()
+    if method == "moco":
+        assert {"momentum_teacher", "key_queue"} <= expected["hooks"].keys()
+    for hook, state in expected["hooks"].items():
+        for name, value in _tensors(state):
+            assert torch.equal(dict(_tensors(checkpoint["hooks"][hook]))[name], value), (hook, name)
+
+
+def _tensors(state: object, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
+    """The tensors in a nested state dict, by dotted path."""
+    if isinstance(state, torch.Tensor):
+        return [(prefix, state)]
+    if isinstance(state, dict):
+        return [pair for key, value in state.items() for pair in _tensors(value, f"{prefix}.{key}")]
+    return []
 
 
 def _child_with_rank(parent: int, rank: int) -> int | None:
