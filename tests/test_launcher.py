@@ -146,14 +146,27 @@ def test_a_killed_rank_ends_the_whole_run(tmp_path: Path) -> None:
     assert "rank 1 exited with status -9: stopping the other ranks" in launcher.stdout.read()
 
 
-def test_a_hung_rank_times_the_others_out_with_one_clear_line(tmp_path: Path) -> None:
+def _train_with_failure_hook(
+    tmp_path: Path, hook: str, *overrides: str
+) -> tuple[subprocess.Popen, Path]:
+    """A 50-epoch 2-rank run in ``tmp_path/run`` with ``hook`` (a flow-style YAML mapping
+    of a hook in tests/failure_hooks.py) added; the launcher process and the run dir."""
     recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=50), tmp_path / "run"
     launcher = _train(
         recipe,
         run,
-        "distributed.timeout_seconds=5",
+        *overrides,
         "trainer.imports=[tests.tiny_data,tests.failure_hooks]",
-        "hooks.extra=[{name: hang, params: {rank: 1, at_iteration: 2}}]",
+        f"hooks.extra=[{hook}]",
+    )
+    return launcher, run
+
+
+def test_a_hung_rank_times_the_others_out_with_one_clear_line(tmp_path: Path) -> None:
+    launcher, _ = _train_with_failure_hook(
+        tmp_path,
+        "{name: hang, params: {rank: 1, at_iteration: 2}}",
+        "distributed.timeout_seconds=5",
     )
     started = time.monotonic()
     status = launcher.wait(timeout=120)
@@ -170,12 +183,8 @@ def test_a_hung_rank_times_the_others_out_with_one_clear_line(tmp_path: Path) ->
 
 
 def test_a_stop_asked_of_one_rank_stops_both_after_the_same_step(tmp_path: Path) -> None:
-    recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=50), tmp_path / "run"
-    launcher = _train(
-        recipe,
-        run,
-        "trainer.imports=[tests.tiny_data,tests.failure_hooks]",
-        "hooks.extra=[{name: request_stop, params: {rank: 1, at_iteration: 3}}]",
+    launcher, run = _train_with_failure_hook(
+        tmp_path, "{name: request_stop, params: {rank: 1, at_iteration: 3}}"
     )
     status = launcher.wait(timeout=120)
     output = launcher.stdout.read()

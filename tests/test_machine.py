@@ -15,17 +15,6 @@ from engine.machine import ProcessSettings, current_settings, flush_denormal_ena
 from tests.conftest import tiny_config
 
 
-class DeterminismSeen(Hook):
-    """Records whether deterministic algorithms were on when the run started."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: bool | None = None
-
-    def on_start(self, engine: Engine) -> None:
-        self.seen = torch.are_deterministic_algorithms_enabled()
-
-
 class SettingsSeen(Hook):
     """Records the process settings at the start of the run; fails at its end when
     ``fail`` is set."""
@@ -49,9 +38,10 @@ def test_deterministic_runs_train_alike_and_the_setting_does_not_leak(tmp_path: 
         cfg = tiny_config(
             tmp_path / name, optimizer={"num_epochs": 1}, machine={"deterministic": deterministic}
         )
-        recorder = DeterminismSeen()
+        recorder = SettingsSeen()
         states.append(SSLTrainer(cfg, hooks=[recorder]).train().base_model.state_dict())
-        seen.append(recorder.seen)
+        assert recorder.seen is not None
+        seen.append(recorder.seen.deterministic)
     assert seen == [True, True, False]
     assert torch.backends.cudnn.deterministic is False
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
