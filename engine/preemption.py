@@ -77,6 +77,7 @@ def stop_agreed(state: Any) -> bool:
         return bool(state.stop_requested)
     flag = torch.tensor([1 if state.stop_requested else 0], dtype=torch.uint8)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=distributed.control_group())
-    if flag.item() and not state.stop_requested:
+    agreed = bool(flag.item())
+    if agreed and not state.stop_requested:
         state.stop_requested = "another rank"
-    return bool(flag.item())
+    return agreed
