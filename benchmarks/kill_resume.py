@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/kill_resume.py --kills 100 --epochs 200
 
 Prints one table: kills made, how many landed inside a checkpoint write (a temporary
-file was left behind), and whether the final parameters, the logged phase losses and
-the iteration count equal those of an uninterrupted run.
+file was left behind), and whether the final parameters, the logged phase losses, the
+metrics.json file and the iteration count equal those of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def main() -> None:
         ("kill window (s)", round(outcome.window, 3)),
         ("final parameters bit-identical", outcome.identical_parameters),
         ("phase losses identical", outcome.identical_losses),
+        ("metrics.json identical", outcome.identical_metrics_file),
         ("final iteration identical", outcome.identical_iteration),
         ("wall time (s)", round(time.monotonic() - started)),
     ]

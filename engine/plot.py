@@ -86,8 +86,8 @@ class RunCurves:
 def read_metrics_rows(path: Path) -> list[dict[str, Any]]:
     """The phase records of a ``metrics.json`` file, the last line of each ``phase_idx``.
 
-    A resumed run may write a phase again; the later line wins. Blank lines and a
-    truncated last line (a crash mid-write) are skipped.
+    Should a phase appear twice (files joined by hand, say), the later line wins.
+    Blank lines and a truncated last line (a crash mid-write) are skipped.
     """
     rows: dict[int, dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():

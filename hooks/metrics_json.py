@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ignite.engine import Engine
 
+from engine.checkpoint_io import write_text_atomic
 from engine.config import Config
 from engine.hook import Hook
 from hooks import register_hook
@@ -24,21 +25,26 @@ METRICS_FILE = "metrics.json"
 class MetricsJsonHook(Hook):
     """Appends one JSON object per finished phase to ``run_dir/metrics.json`` (rank 0).
 
-    ================  ==============================================  =====================
-    event             reads                                           writes
-    ================  ==============================================  =====================
-    ``on_phase_end``  ``rank``, ``run_dir``, ``phase_idx``,           a line of
-                      ``phase_name``, ``train``, ``train_phase_idx``,  ``metrics.json``
-                      ``iteration``, ``loss_sum``, ``batches``,
-                      ``metrics``
-    ================  ==============================================  =====================
+    ===================  ==============================================  ====================
+    event                reads                                           writes
+    ===================  ==============================================  ====================
+    ``on_phase_start``   ``rank``, ``run_dir``, ``phase_idx``            ``metrics.json``
+                                                                         (first phase only)
+    ``on_phase_end``     ``rank``, ``run_dir``, ``phase_idx``,           a line of
+                         ``phase_name``, ``train``, ``train_phase_idx``,  ``metrics.json``
+                         ``iteration``, ``loss_sum``, ``batches``,
+                         ``metrics``
+    ===================  ==============================================  ====================
 
     A line holds ``phase_idx``, ``phase``, ``train``, ``train_phase_idx``, ``iteration``,
     ``loss`` (the phase's mean loss, null without a batch) and every entry of
     ``metrics``. Each line is flushed and fsynced, so a crash loses no finished phase.
-    The file is appended to: a run resumed from before a finished phase writes that phase
-    again, and readers keep the last line of each ``phase_idx``. Writes nothing to the
-    run state.
+    At the hook's first ``on_phase_start``, one atomic rewrite drops the lines of that
+    phase and of every later one (left by a run killed after writing them, or by an
+    earlier run in the same directory with ``checkpoint.auto_resume: false``) and a line
+    torn by a crash, which the next line would otherwise be glued to: a resumed run's
+    file holds each phase once, byte for byte as an uninterrupted run writes it. Writes
+    nothing to the run state.
 
     Example::
 
@@ -48,10 +54,22 @@ class MetricsJsonHook(Hook):
 
     priority = 30
 
+    def __init__(self, *, name: str | None = None, priority: int | None = None) -> None:
+        super().__init__(name=name, priority=priority)
+        self._first_phase = True
+
     @classmethod
     def from_config(cls, cfg: Config) -> Self:
         """The metrics-file hook (it has no settings)."""
         return cls()
+
+    def on_phase_start(self, engine: Engine) -> None:
+        if not self._first_phase:
+            return
+        self._first_phase = False
+        state = engine.state
+        if state.rank == 0:
+            drop_phases_from(Path(state.run_dir) / METRICS_FILE, state.phase_idx)
 
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
@@ -64,3 +82,24 @@ class MetricsJsonHook(Hook):
             file.write(json.dumps(record) + "\n")
             file.flush()
             os.fsync(file.fileno())
+
+
+def drop_phases_from(path: Path, phase_idx: int) -> None:
+    """Rewrite ``path`` atomically without the lines of phases ``phase_idx`` and later
+    and without torn lines; nothing happens when it is missing or has none of them."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if _phase_of(line) is not None and _phase_of(line) < phase_idx]
+    if len(kept) != len(lines):
+        write_text_atomic(path, "".join(line + "\n" for line in kept))
+
+
+def _phase_of(line: str) -> int | None:
+    """The ``phase_idx`` of a ``metrics.json`` line; None for a torn or foreign line."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    phase = row.get("phase_idx") if isinstance(row, dict) else None
+    return phase if isinstance(phase, int) else None

@@ -47,6 +47,7 @@ class Outcome:
     window: float = 0.0
     identical_parameters: bool = False
     identical_losses: bool = False
+    identical_metrics_file: bool = False
     identical_iteration: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -100,10 +101,10 @@ def final_parameters(run_dir: Path) -> dict[str, torch.Tensor]:
     return found[1]["model"]
 
 
-def phase_losses(run_dir: Path) -> dict[int, float]:
-    """Mean loss per phase from metrics.json, the last line of each phase winning."""
+def phase_losses(run_dir: Path) -> list[tuple[int, float]]:
+    """(phase index, mean loss) of each line of metrics.json, in file order."""
     rows = [json.loads(line) for line in (run_dir / "metrics.json").read_text().splitlines()]
-    return {row["phase_idx"]: row["loss"] for row in rows}
+    return [(row["phase_idx"], row["loss"]) for row in rows]
 
 
 def kill_campaign(
@@ -159,6 +160,9 @@ def kill_campaign(
         torch.equal(expected[name], got[name]) for name in expected
     )
     outcome.identical_losses = phase_losses(reference) == phase_losses(victim)
+    outcome.identical_metrics_file = (reference / "metrics.json").read_bytes() == (
+        victim / "metrics.json"
+    ).read_bytes()
     outcome.identical_iteration = (
         newest_valid_checkpoint(reference)[1]["iteration"]
         == newest_valid_checkpoint(victim)[1]["iteration"]

@@ -91,3 +91,60 @@ def test_other_ranks_write_nothing(tmp_path: Path) -> None:
     MetricsJsonHook().attach(engine)
     finish_phase(engine, phase_idx=0)
     assert not (tmp_path / METRICS_FILE).exists()
+
+
+def start_run_at(engine: FakeEngine, phase_idx: int) -> None:
+    """Fire what a (resumed) invocation fires before its first phase's steps."""
+    engine.fire_event(SSLEvents.ON_START)
+    engine.state.phase_idx = phase_idx
+    engine.fire_event(SSLEvents.ON_PHASE_START)
+
+
+def test_a_resumed_run_drops_the_lines_of_the_phases_it_runs_again(tmp_path: Path) -> None:
+    # phases 0-2 finished, then a kill after phase 2's line but before its checkpoint,
+    # and a line torn by a kill in the middle of a write
+    (tmp_path / METRICS_FILE).write_text(
+        '{"phase_idx": 0, "loss": 3.0}\n{"phase_idx": 1, "loss": 2.0}\n'
+        '{"phase_idx": 2, "loss": 1.0}\n{"phase_idx": 3, "lo'
+    )
+    engine = FakeEngine(run_dir=tmp_path)
+    MetricsJsonHook().attach(engine)
+    start_run_at(engine, phase_idx=2)
+    assert read_rows(tmp_path) == [{"phase_idx": 0, "loss": 3.0}, {"phase_idx": 1, "loss": 2.0}]
+    finish_phase(engine, phase_name="train", batches=1, loss_sum=torch.tensor(0.5))
+    engine.state.phase_idx = 3
+    engine.fire_event(SSLEvents.ON_PHASE_START)  # later phases keep every line
+    finish_phase(engine, batches=1, loss_sum=torch.tensor(0.25))
+    assert [(row["phase_idx"], row["loss"]) for row in read_rows(tmp_path)] == [
+        (0, 3.0),
+        (1, 2.0),
+        (2, 0.5),
+        (3, 0.25),
+    ]
+
+
+def test_a_fresh_run_in_an_old_directory_starts_a_new_file(tmp_path: Path) -> None:
+    (tmp_path / METRICS_FILE).write_text('{"phase_idx": 0}\n{"phase_idx": 1}\n')
+    engine = FakeEngine(run_dir=tmp_path)
+    MetricsJsonHook().attach(engine)
+    start_run_at(engine, phase_idx=0)
+    assert (tmp_path / METRICS_FILE).read_text() == ""
+
+
+def test_a_file_needing_no_change_is_not_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / METRICS_FILE
+    path.write_text('{"phase_idx": 0}\n')
+    before = path.stat().st_ino
+    engine = FakeEngine(run_dir=tmp_path)
+    MetricsJsonHook().attach(engine)
+    start_run_at(engine, phase_idx=1)
+    assert path.stat().st_ino == before
+    assert read_rows(tmp_path) == [{"phase_idx": 0}]
+
+
+def test_other_ranks_leave_the_file_alone(tmp_path: Path) -> None:
+    (tmp_path / METRICS_FILE).write_text('{"phase_idx": 0}\n{"phase_idx": 1}\n')
+    engine = FakeEngine(run_dir=tmp_path, rank=1)
+    MetricsJsonHook().attach(engine)
+    start_run_at(engine, phase_idx=0)
+    assert [row["phase_idx"] for row in read_rows(tmp_path)] == [0, 1]

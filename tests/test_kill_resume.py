@@ -13,6 +13,7 @@ def assert_identical(outcome: Outcome, kills: int) -> None:
     assert outcome.kills == kills, outcome.notes
     assert outcome.identical_parameters
     assert outcome.identical_losses
+    assert outcome.identical_metrics_file
     assert outcome.identical_iteration
 
 
