@@ -321,10 +321,20 @@ class LossConfig(Section):
 
 
 class OptimizerConfig(Section):
-    name: Literal["adamw", "sgd"] = Field("adamw", description="optimizer")
+    name: Literal["adamw", "sgd", "lars"] = Field(
+        "adamw", description="optimizer; lars: SGD with a per-layer trust ratio"
+    )
     lr: float = Field(1e-3, gt=0, description="peak learning rate")
-    weight_decay: float = Field(1e-5, ge=0, description="weight decay")
-    momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum")
+    weight_decay: float = Field(
+        1e-5, ge=0, description="weight decay of weights and kernels (none on biases and norms)"
+    )
+    momentum: float = Field(0.9, ge=0, lt=1, description="SGD and LARS momentum")
+    trust_coefficient: float = Field(
+        0.001, gt=0, description="LARS: the trust ratio's coefficient (eta)"
+    )
+    clip_grad_norm: float = Field(
+        0.0, ge=0, description="clip the gradients' global L2 norm to this; 0: off"
+    )
     num_epochs: int = Field(40, ge=1, description="number of train phases")
     warmup_epochs: float = Field(2.0, ge=0, description="linear warm-up length, in epochs")
     schedule: Literal["cosine", "constant"] = Field(

@@ -26,6 +26,21 @@ def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False)
     return batch
 
 
+def clip_gradients(
+    optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, max_norm: float
+) -> None:
+    """Scale the gradients of ``optimizer``'s parameters so that their global L2 norm is
+    at most ``max_norm`` (nothing when it is 0). With a GradScaler the gradients are
+    unscaled first, so the norm is that of the true gradients; ``scaler.step`` then does
+    not unscale them again. No value is read on the host."""
+    if not max_norm:
+        return
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    params = [param for group in optimizer.param_groups for param in group["params"]]
+    torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+
 @register_train_step("standard_train_step")
 def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     """One batch of SSL training or testing on the run state of ``engine``.
@@ -36,7 +51,9 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     (after the optimizer step; with ``optimizer.accumulate_steps`` = k, every k-th batch
     and at the end of the phase). Forward and loss run under autocast when
     ``model.amp.enabled``; fp16 uses ``state.scaler``. Test phases run under no_grad.
-    The learning rate is set every optimizer step from ``state.iteration``.
+    The learning rate is set every optimizer step from ``state.iteration``; with
+    ``optimizer.clip_grad_norm`` the gradients are clipped after the ``on_backward``
+    handlers and before the step.
     """
     state = engine.state
     train = state.train
@@ -82,6 +99,7 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     if last:
         state.lr = learning_rate(state.cfg.optimizer, state.iteration, state.phase_length)
         set_learning_rate(optimizer, state.lr)
+        clip_gradients(optimizer, state.scaler, state.cfg.optimizer.clip_grad_norm)
         if state.scaler is not None:
             state.scaler.step(optimizer)
             state.scaler.update()
