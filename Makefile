@@ -1,16 +1,26 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+TORCH_STAMP := $(VENV)/.torch-installed
 STAMP := $(VENV)/.installed
+# .venv takes about 6 GB: the pinned torch is a CUDA build (it runs on the CPU too).
+VENV_KB := 6500000
 
 .PHONY: demo test lint format clean docs docs-reference
 
-$(BIN)/python:
+# Each step leaves its stamp only when it succeeded, so a failed install (a full disk,
+# say) is retried by the next make instead of leaving a venv without torch.
+$(TORCH_STAMP):
+	@free=$$(df -Pk . | awk 'NR == 2 {print $$4}'); \
+	if [ "$$free" -lt $(VENV_KB) ]; then \
+		echo "make: warning: .venv needs about 6 GB of disk; $$((free / 1024)) MB free here" >&2; \
+	fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install torch==2.14.1 torchvision==0.29.1
+	touch $(TORCH_STAMP)
 
-$(STAMP): $(BIN)/python setup.cfg pyproject.toml
+$(STAMP): $(TORCH_STAMP) setup.cfg pyproject.toml
 	$(BIN)/pip install -e .[dev]
 	touch $(STAMP)
 
