@@ -48,6 +48,11 @@ RUN_STATE_FIELDS: dict[str, Field] = {
     "loss": Field(_none, "the step's loss, detached and averaged over ranks (a tensor)"),
     "loss_sum": Field(_none, "sum of `loss` over the current phase (a tensor, no sync)"),
     "lr": Field(lambda: 0.0, "learning rate of the first parameter group"),
+    "grad_norm": Field(
+        _none,
+        "global L2 norm of the gradients before clipping, at the last optimizer step (a "
+        "tensor, no sync); None unless `optimizer.clip_grad_norm` is set",
+    ),
     "model": Field(_none, "the model being trained (DDP-wrapped when distributed)"),
     "base_model": Field(_none, "the model without its DDP wrapper"),
     "loss_fn": Field(_none, "the loss module"),

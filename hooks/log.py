@@ -52,8 +52,9 @@ class LogHook(Hook):
                         ``phase_idx``, ``phase_name``,       iterations: epoch, iteration,
                         ``train_phase_idx``, ``loss``,       loss, lr, mean batch time, data
                         ``lr``, ``batch_time``,              wait, ETA, peak memory
-                        ``data_wait_fraction``,
-                        ``eta_seconds``, ``max_iterations``
+                        ``data_wait_fraction``,              (and the gradient norm when
+                        ``eta_seconds``, ``max_iterations``, clipping is on)
+                        ``grad_norm``
     ``on_phase_end``    ``loss_sum``, ``batches``,           the phase's data-wait share, mean
                         ``data_wait_fraction``, ``metrics``  loss and metrics
     ``on_end``          ``iteration``                        the end; closes ``log.txt``
@@ -106,8 +107,9 @@ class LogHook(Hook):
         state = engine.state
         if state.rank != 0 or not state.train or state.iteration % self.log_frequency:
             return
+        grad = "" if state.grad_norm is None else f" | grad {float(state.grad_norm):.3g}"
         logger.info(
-            "phase %d %s | epoch %d/%d | iter %d/%d | loss %.4f | lr %.2e | batch %.3fs"
+            "phase %d %s | epoch %d/%d | iter %d/%d | loss %.4f | lr %.2e%s | batch %.3fs"
             " | data %.0f%% | eta %s | mem %.0f MB",
             state.phase_idx,
             state.phase_name,
@@ -117,6 +119,7 @@ class LogHook(Hook):
             state.max_iterations,
             float(state.loss),
             state.lr,
+            grad,
             recent_batch_time(state, self.log_frequency),
             100 * state.data_wait_fraction,
             format_seconds(state.eta_seconds),

@@ -32,11 +32,13 @@ class TensorBoardHook(Hook):
     ``on_start``        ``rank``, ``run_dir``                 opens the writer in
                                                               ``run_dir/tensorboard``
     ``on_step``         ``train``, ``iteration``, ``loss``,   every ``log_frequency`` train
-                        ``lr``, ``batch_time``                iterations: ``train/loss``,
+                        ``lr``, ``batch_time``, ``grad_norm`` iterations: ``train/loss``,
                                                               ``train/lr``,
                                                               ``train/batch_time`` (mean of
                                                               the last ``log_frequency``
-                                                              steps) @ ``iteration``
+                                                              steps), ``train/grad_norm``
+                                                              (when clipping is on)
+                                                              @ ``iteration``
     ``on_phase_end``    ``phase_name``, ``train_phase_idx``,  ``<phase>/loss_epoch`` (mean
                         ``loss_sum``, ``batches``,            loss, when the phase had a
                         ``metrics``                           batch), ``<phase>/<metric>``
@@ -92,6 +94,8 @@ class TensorBoardHook(Hook):
             "train/lr": state.lr,
             "train/batch_time": recent_batch_time(state, self.log_frequency),
         }
+        if state.grad_norm is not None:
+            scalars["train/grad_norm"] = float(state.grad_norm)
         self._write(scalars, state.iteration)
 
     def on_phase_end(self, engine: Engine) -> None:

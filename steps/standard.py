@@ -28,17 +28,18 @@ def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False)
 
 def clip_gradients(
     optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, max_norm: float
-) -> None:
+) -> torch.Tensor | None:
     """Scale the gradients of ``optimizer``'s parameters so that their global L2 norm is
-    at most ``max_norm`` (nothing when it is 0). With a GradScaler the gradients are
-    unscaled first, so the norm is that of the true gradients; ``scaler.step`` then does
-    not unscale them again. No value is read on the host."""
+    at most ``max_norm``; returns the norm before clipping (None, and nothing done, when
+    ``max_norm`` is 0). With a GradScaler the gradients are unscaled first, so the norm
+    is that of the true gradients; ``scaler.step`` then does not unscale them again. No
+    value is read on the host."""
     if not max_norm:
-        return
+        return None
     if scaler is not None:
         scaler.unscale_(optimizer)
     params = [param for group in optimizer.param_groups for param in group["params"]]
-    torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return torch.nn.utils.clip_grad_norm_(params, max_norm)
 
 
 @register_train_step("standard_train_step")
@@ -53,7 +54,7 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     ``model.amp.enabled``; fp16 uses ``state.scaler``. Test phases run under no_grad.
     The learning rate is set every optimizer step from ``state.iteration``; with
     ``optimizer.clip_grad_norm`` the gradients are clipped after the ``on_backward``
-    handlers and before the step.
+    handlers and before the step, and ``state.grad_norm`` holds their norm before it.
     """
     state = engine.state
     train = state.train
@@ -99,7 +100,9 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     if last:
         state.lr = learning_rate(state.cfg.optimizer, state.iteration, state.phase_length)
         set_learning_rate(optimizer, state.lr)
-        clip_gradients(optimizer, state.scaler, state.cfg.optimizer.clip_grad_norm)
+        state.grad_norm = clip_gradients(
+            optimizer, state.scaler, state.cfg.optimizer.clip_grad_norm
+        )
         if state.scaler is not None:
             state.scaler.step(optimizer)
             state.scaler.update()

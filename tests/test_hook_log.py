@@ -70,6 +70,18 @@ def test_step_line_every_log_frequency_train_iterations(engine: FakeEngine) -> N
     assert "| batch 2.000s | data 0% | eta 0:00:00 | mem " in step_lines[0]
 
 
+def test_step_line_has_the_gradient_norm_when_clipping_is_on(engine: FakeEngine) -> None:
+    LogHook(log_frequency=1).attach(engine)
+    engine.fire_event(SSLEvents.ON_START)
+    engine.step(train=True)  # clipping off: grad_norm is None
+    engine.state.grad_norm = torch.tensor(12.3456)
+    engine.step(train=True)
+    engine.fire_event(SSLEvents.ON_END)
+    first, second = [line for line in log_lines(engine.state.run_dir) if "| iter " in line]
+    assert "grad" not in first
+    assert "| lr 1.00e-03 | grad 12.3 | batch " in second
+
+
 def test_no_step_lines_in_test_phases(engine: FakeEngine) -> None:
     LogHook(log_frequency=1).attach(engine)
     engine.fire_event(SSLEvents.ON_START)

@@ -63,6 +63,16 @@ def test_train_scalars_every_log_frequency_iterations(engine: FakeEngine) -> Non
     ]
 
 
+def test_gradient_norm_scalar_when_clipping_is_on(engine: FakeEngine) -> None:
+    TensorBoardHook(log_frequency=1).attach(engine)
+    engine.fire_event(SSLEvents.ON_START)
+    engine.state.batch_time.append(1.0)
+    engine.state.grad_norm = torch.tensor(2.5)
+    engine.step(train=True)
+    engine.fire_event(SSLEvents.ON_END)
+    assert ("train/grad_norm", 1, 2.5) in read_scalars(engine.state.run_dir)
+
+
 def test_no_step_scalars_in_test_phases(engine: FakeEngine) -> None:
     TensorBoardHook(log_frequency=1).attach(engine)
     engine.fire_event(SSLEvents.ON_START)

@@ -27,16 +27,16 @@ def two_parameters() -> tuple[list[nn.Parameter], torch.optim.Optimizer]:
 
 def test_gradients_above_the_limit_are_scaled_down_to_it() -> None:
     params, optimizer = two_parameters()
-    clip_gradients(optimizer, None, 1.0)
+    assert clip_gradients(optimizer, None, 1.0).item() == pytest.approx(5.0)  # before
     assert params[0].grad.tolist() == pytest.approx([0.6, 0.0], rel=1e-5)
     assert params[1].grad.tolist() == pytest.approx([0.8], rel=1e-5)
 
 
 def test_gradients_below_the_limit_and_a_zero_limit_change_nothing() -> None:
-    for limit in (10.0, 0.0):
-        params, optimizer = two_parameters()
-        clip_gradients(optimizer, None, limit)
-        assert [p.grad.tolist() for p in params] == [[3.0, 0.0], [4.0]]
+    params, optimizer = two_parameters()
+    assert clip_gradients(optimizer, None, 10.0).item() == pytest.approx(5.0)
+    assert clip_gradients(optimizer, None, 0.0) is None
+    assert [p.grad.tolist() for p in params] == [[3.0, 0.0], [4.0]]
 
 
 def test_with_a_grad_scaler_the_true_gradients_are_clipped_and_unscaled_once() -> None:
@@ -52,15 +52,19 @@ def test_with_a_grad_scaler_the_true_gradients_are_clipped_and_unscaled_once() -
 
 
 class GradNorms(Hook):
-    """Records the global gradient norm the optimizer stepped with."""
+    """Records the global gradient norm the optimizer stepped with, and the run state's
+    ``grad_norm`` (the norm before clipping)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.norms: list[float] = []
+        self.reported: list[float | None] = []
 
     def on_update(self, engine: Engine) -> None:
         params = [p for p in engine.state.base_model.parameters() if p.grad is not None]
         self.norms.append(global_norm(params))
+        reported = engine.state.grad_norm
+        self.reported.append(None if reported is None else reported.item())
 
 
 @pytest.mark.parametrize("amp", [None, "fp16"])
@@ -78,3 +82,8 @@ def test_a_run_steps_with_clipped_gradients(tmp_path: Path, amp: str | None) -> 
     assert free_norms and clipped_norms, "every fp16 step overflowed"
     assert min(free_norms) > 1e-2
     assert clipped_norms == pytest.approx([1e-3] * len(clipped_norms), rel=1e-3)
+    assert free.reported == [None] * 3
+    # the first step starts from the same weights: the same norm, reported before clipping
+    if amp is None:
+        assert clipped.reported[0] == pytest.approx(free.norms[0], rel=1e-5)
+    assert all(norm != norm or norm > 1e-2 for norm in clipped.reported)
