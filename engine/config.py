@@ -238,6 +238,11 @@ class ModelConfig(Section):
     prototypes: PrototypesConfig = Field(default_factory=PrototypesConfig)
     linear_eval: LinearEvalConfig = Field(default_factory=LinearEvalConfig)
     amp: AmpConfig = Field(default_factory=AmpConfig)
+    channels_last: bool = Field(
+        False,
+        description="model and 4-d train batches in channels-last (NHWC) memory format: "
+        "faster convolutions under autocast on recent GPUs",
+    )
     cuda_cache: CudaCacheConfig = Field(default_factory=CudaCacheConfig)
 
 

@@ -73,6 +73,8 @@ def prepare_task(state: State, cfg: Config) -> None:
     except ValueError as exc:
         raise ConfigError(f"model: {exc}") from None
     check_model_accepts_data(state.base_model, state.data_loaders["memory"], cfg, device)
+    if cfg.model.channels_last:
+        state.base_model.to(memory_format=torch.channels_last)
     if cfg.distributed.sync_batch_norm and state.world_size > 1:
         if torch.device(device).type != "cuda":
             raise ConfigError("distributed.sync_batch_norm needs CUDA devices (SyncBatchNorm)")

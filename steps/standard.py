@@ -15,14 +15,25 @@ from engine.optim import learning_rate, set_learning_rate
 from steps.registry import register_train_step
 
 
-def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> Any:
-    """``batch`` with every tensor moved to ``device`` (dicts, lists and tuples kept)."""
+def move_to_device(
+    batch: Any, device: torch.device, non_blocking: bool = False, channels_last: bool = False
+) -> Any:
+    """``batch`` with every tensor moved to ``device`` (dicts, lists and tuples kept);
+    with ``channels_last``, 4-d floating-point tensors (image batches) are laid out
+    channels-last (NHWC) on the way."""
     if isinstance(batch, torch.Tensor):
+        if channels_last and batch.ndim == 4 and batch.is_floating_point():
+            return batch.to(device, non_blocking=non_blocking, memory_format=torch.channels_last)
         return batch.to(device, non_blocking=non_blocking)
     if isinstance(batch, dict):
-        return {key: move_to_device(value, device, non_blocking) for key, value in batch.items()}
+        return {
+            key: move_to_device(value, device, non_blocking, channels_last)
+            for key, value in batch.items()
+        }
     if isinstance(batch, list | tuple):
-        return type(batch)(move_to_device(value, device, non_blocking) for value in batch)
+        return type(batch)(
+            move_to_device(value, device, non_blocking, channels_last) for value in batch
+        )
     return batch
 
 
@@ -51,14 +62,18 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     updated), and in train phases ``on_backward`` (after backward) and ``on_update``
     (after the optimizer step; with ``optimizer.accumulate_steps`` = k, every k-th batch
     and at the end of the phase). Forward and loss run under autocast when
-    ``model.amp.enabled``; fp16 uses ``state.scaler``. Test phases run under no_grad.
+    ``model.amp.enabled``; fp16 uses ``state.scaler``; with ``model.channels_last`` the
+    image batches are moved channels-last. Test phases run under no_grad.
     The learning rate is set every optimizer step from ``state.iteration``; with
     ``optimizer.clip_grad_norm`` the gradients are clipped after the ``on_backward``
     handlers and before the step, and ``state.grad_norm`` holds their norm before it.
     """
     state = engine.state
     train = state.train
-    batch = move_to_device(batch, state.device, non_blocking=True)  # async from pinned memory
+    # async from pinned memory
+    batch = move_to_device(
+        batch, state.device, non_blocking=True, channels_last=state.cfg.model.channels_last
+    )
     state.last_batch = batch
     accumulate = state.cfg.optimizer.accumulate_steps if train else 1
     position = state.batches
