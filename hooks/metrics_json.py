@@ -90,16 +90,16 @@ def drop_phases_from(path: Path, phase_idx: int) -> None:
     if not path.is_file():
         return
     lines = path.read_text(encoding="utf-8").splitlines()
-    kept = [line for line in lines if _phase_of(line) is not None and _phase_of(line) < phase_idx]
+    kept = [line for line in lines if -1 < _phase_of(line) < phase_idx]
     if len(kept) != len(lines):
         write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
-def _phase_of(line: str) -> int | None:
-    """The ``phase_idx`` of a ``metrics.json`` line; None for a torn or foreign line."""
+def _phase_of(line: str) -> int:
+    """The ``phase_idx`` of a ``metrics.json`` line; -1 for a torn or foreign line."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError:
-        return None
+        return -1
     phase = row.get("phase_idx") if isinstance(row, dict) else None
-    return phase if isinstance(phase, int) else None
+    return phase if isinstance(phase, int) and phase >= 0 else -1
