@@ -240,7 +240,7 @@ class ModelConfig(Section):
     amp: AmpConfig = Field(default_factory=AmpConfig)
     channels_last: bool = Field(
         False,
-        description="model and 4-d train batches in channels-last (NHWC) memory format: "
+        description="model and the step's 4-d image batches in channels-last (NHWC) memory format: "
         "faster convolutions under autocast on recent GPUs",
     )
     cuda_cache: CudaCacheConfig = Field(default_factory=CudaCacheConfig)
