@@ -16,6 +16,7 @@ from engine.optim import LARS, build_optimizer
 from engine.preemption import PreemptedError
 from hooks.defaults import default_hooks
 from tests.conftest import tiny_config
+from tests.test_optim import network
 from tests.test_preemption import SignalAt
 
 
@@ -89,10 +90,6 @@ def test_parameters_without_a_gradient_are_left_alone() -> None:
     assert unused.tolist() == [1.0, 1.0]
     assert unused not in optimizer.state
     assert used.tolist() != [1.0, 1.0]
-
-
-def network() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 2))
 
 
 def test_built_from_config_with_biases_and_norms_neither_adapted_nor_decayed() -> None:
