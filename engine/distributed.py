@@ -84,7 +84,7 @@ class _GatherWithGradient(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> Tensor:
-        summed = grad.contiguous().clone()
+        summed = grad.clone(memory_format=torch.contiguous_format)  # all_reduce is in place
         dist.all_reduce(summed)
         start = dist.get_rank() * ctx.rows
         return summed[start : start + ctx.rows]
