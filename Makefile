@@ -50,4 +50,4 @@ docs: $(STAMP)
 
 # The reference pages generated from the code (config, events, hooks, run state).
 docs-reference: $(STAMP)
-	$(BIN)/python -m engine.reference
+	$(BIN)/python -m hookbus.reference

@@ -19,7 +19,7 @@ hookbus            ``SSLTrainer.train`` with a registered train step firing the
                    on_loss_and_meter 2, on_backward 1, on_update 2, on_step 3 (five
                    events: hookbus has no event before the step); the task hook
                    (below) is its only hook
-hookbus+defaults   the same, plus ``hooks.default_hooks`` of the config: timing, NaN
+hookbus+defaults   the same, plus ``hookbus.default_hooks`` of the config: timing, NaN
                    check (a check every step), log, TensorBoard and summary plot
                    (every 10 iterations), metrics.json, meter sync, checkpoint
 Lightning          ``Trainer.fit`` (CPU, no logger, checkpoint, progress bar or model
@@ -60,16 +60,20 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hookbus.engine.bus import add_handler
+from hookbus.engine.config_io import validate_config
+from hookbus.parts.data import TensorImageDataset
+
 from benchmarks.harness import interleaved, machine, markdown_table, median, paired_median
-from engine import SSLTrainer
-from engine.bus import add_handler
-from engine.config import Config
-from engine.config_io import validate_config
-from engine.data import DATASETS, TensorImageDataset
-from engine.events import SSLEvents
-from engine.hook import Hook
-from hooks import default_hooks
-from steps import register_train_step
+from hookbus import (
+    DATASETS,
+    Config,
+    Hook,
+    SSLEvents,
+    SSLTrainer,
+    default_hooks,
+    register_train_step,
+)
 
 BATCH_SIZE = 16
 DATASET_NAME = "bench_bus_images"

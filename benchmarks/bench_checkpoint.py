@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_checkpoint.py            # ResNet-50, 5 rounds
     .venv/bin/python benchmarks/bench_checkpoint.py --quick    # ResNet-18, 1 round
 
-The state is what :class:`hooks.checkpoint.CheckpointHook` saves for a torchvision
+The state is what :class:`hookbus.hooks.checkpoint.CheckpointHook` saves for a torchvision
 ResNet-50 (random weights) trained with Adam: the model's weights plus the optimizer's
 two moments (about 3 x 98 MiB), with counters, RNG states and config. The hook saves
 it to ``--dir`` (a temporary folder by default) as in training: an atomic file with its
@@ -43,12 +43,12 @@ import torchvision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hookbus.engine.phases import Phase
+from hookbus.hooks.checkpoint import CheckpointHook
+from hookbus.parts.models import build_model
+
 from benchmarks.harness import interleaved, machine, markdown_table, median, paired_median
-from engine.config import Config
-from engine.models import build_model
-from engine.phases import Phase
-from engine.testing import FakeEngine
-from hooks.checkpoint import CheckpointHook
+from hookbus import Config, FakeEngine
 
 
 def resnet_state(name: str) -> FakeEngine:

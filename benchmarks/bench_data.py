@@ -45,13 +45,11 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hookbus.engine.config_io import validate_config
+from hookbus.parts.data import build_data_loaders, set_loader_epoch
+
 from benchmarks.harness import interleaved, machine, markdown_table, median
-from engine import SSLTrainer
-from engine.config import Config
-from engine.config_io import load_config, validate_config
-from engine.data import build_data_loaders, set_loader_epoch
-from engine.hook import Hook
-from hooks import default_hooks
+from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "simclr_digits.yaml"
 

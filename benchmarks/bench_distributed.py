@@ -29,7 +29,7 @@ def run(processes: int, epochs: int, workdir: Path) -> float:
     command = [
         sys.executable,
         "-m",
-        "engine.cli",
+        "hookbus",
         "train",
         str(RECIPE),
         f"checkpoint.dir={workdir / f'run{processes}_{time.monotonic_ns()}'}",

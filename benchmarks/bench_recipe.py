@@ -7,7 +7,7 @@ Both train ``configs/simclr_digits.yaml`` (no test phase, no evaluation report) 
 build everything with hookbus's own builders, so the work is the same: the seeds and
 ``machine`` settings of the trainer, ``build_data_loaders`` (same sampler, batches and
 augmentations), ``build_model`` right after seeding, ``build_loss``,
-``build_optimizer``, and the learning rate of ``engine.optim.learning_rate`` set every
+``build_optimizer``, and the learning rate of ``hookbus.parts.optim.learning_rate`` set every
 step. The hand loop is forward, loss, zero_grad, backward, learning rate, step; hookbus
 runs ``SSLTrainer.train`` with the recipe's default hooks (timing, NaN check, log,
 metrics.json, TensorBoard, meter sync, checkpoint...). Their losses are compared at the
@@ -40,17 +40,14 @@ from ignite.engine import Engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hookbus.engine.machine import configure_process
+from hookbus.parts.data import build_data_loaders, set_loader_epoch
+from hookbus.parts.losses import build_loss
+from hookbus.parts.models import build_model
+from hookbus.parts.optim import build_optimizer, learning_rate, set_learning_rate
+
 from benchmarks.harness import machine, markdown_table, median
-from engine import SSLTrainer
-from engine.config import Config
-from engine.config_io import load_config
-from engine.data import build_data_loaders, set_loader_epoch
-from engine.hook import Hook
-from engine.losses import build_loss
-from engine.machine import configure_process
-from engine.models import build_model
-from engine.optim import build_optimizer, learning_rate, set_learning_rate
-from hooks import default_hooks
+from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "simclr_digits.yaml"
 

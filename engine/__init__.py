@@ -1,25 +1,5 @@
-"""hookbus: self-supervised learning for images on an event-driven hook bus.
-
-The public API: :class:`SSLEvents`, :class:`Hook`, :class:`SSLTrainer`, :class:`Config`,
-:func:`load_config`; the test kit lives in :mod:`engine.testing`.
+"""The kernel of hookbus (``hookbus.engine``): events, the bus, the Hook base class and
+its priorities, the run state, the config and its YAML, registries, checkpoint files,
+process settings and distributed helpers. Nothing here imports the parts, hooks, steps
+or the trainer; the public API is importable from :mod:`hookbus` itself.
 """
-
-from __future__ import annotations
-
-from engine.config import Config
-from engine.config_io import load_config
-from engine.errors import CheckpointError, ConfigError, UserError
-from engine.events import SSLEvents
-from engine.hook import Hook
-from engine.trainer import SSLTrainer
-
-__all__ = [
-    "CheckpointError",
-    "Config",
-    "ConfigError",
-    "Hook",
-    "SSLEvents",
-    "SSLTrainer",
-    "UserError",
-    "load_config",
-]

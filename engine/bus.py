@@ -19,10 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hookbus.engine.events import EVENT_COUNTERS, SSLEvents
 from ignite.engine import Engine
 from ignite.engine.events import RemovableEventHandle
-
-from engine.events import EVENT_COUNTERS, SSLEvents
 
 _PLAN_ATTR = "_hookbus_plan"
 

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-from engine.errors import CheckpointError
+from hookbus.engine.errors import CheckpointError
 
 POINTER_NAME = "checkpoint.torch"
 FORMAT = "hookbus-checkpoint"

@@ -406,7 +406,7 @@ class EvaluationReportConfig(Section):
 
 
 class ExtraHookConfig(Section):
-    name: str = Field(description="a hook registered with hooks.register_hook")
+    name: str = Field(description="a hook registered with hookbus.register_hook")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments")
 
 

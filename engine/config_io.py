@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hookbus.engine.config import Config
+from hookbus.engine.errors import ConfigError
 from pydantic import BaseModel, ValidationError
-
-from engine.config import Config
-from engine.errors import ConfigError
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
@@ -18,7 +17,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
 
     An override is ``dotted.key=value``; the value is read as a YAML scalar or flow
     collection (``optimizer.lr=0.3``, ``trainer.imports=[my.steps]``). Raises
-    :class:`engine.errors.ConfigError` naming the file, the override or the key path.
+    :class:`hookbus.engine.errors.ConfigError` naming the file, the override or the key path.
     """
     source = "defaults" if path is None else str(path)
     raw = {} if path is None else read_yaml(Path(path))

@@ -6,7 +6,7 @@ from ignite.engine import EventEnum
 
 
 class SSLEvents(EventEnum):
-    """Events fired by :class:`engine.SSLTrainer`, named after the hook methods they call.
+    """Events fired by :class:`hookbus.SSLTrainer`, named after the hook methods they call.
 
     ========================  ==============================================================
     event                     fires

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from hookbus.engine.bus import Registration, add_handler, remove_handler
+from hookbus.engine.events import SSLEvents
 from ignite.engine import Engine
-
-from engine.bus import Registration, add_handler, remove_handler
-from engine.events import SSLEvents
 
 
 class Hook:
     """Base class of every hookbus handler.
 
-    A subclass defines any of the methods named after :class:`engine.SSLEvents`
+    A subclass defines any of the methods named after :class:`hookbus.SSLEvents`
     (``on_start``, ``on_phase_start``, ``on_forward``, ``on_loss_and_meter``,
     ``on_backward``, ``on_update``, ``on_step``, ``on_phase_end``, ``on_end``,
     ``on_exception``), each taking the engine. :meth:`attach` registers one handler per

@@ -6,7 +6,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from engine.errors import ConfigError
+from hookbus.engine.errors import ConfigError
 
 
 def import_user_modules(names: Sequence[str]) -> None:

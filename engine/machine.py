@@ -10,8 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-
-from engine.config import Config
+from hookbus.engine.config import Config
 
 
 class ProcessSettings(NamedTuple):

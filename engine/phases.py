@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import Config
+from hookbus.engine.config import Config
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from engine import distributed
+from hookbus.engine import distributed
 
 logger = logging.getLogger("hookbus")
 
@@ -70,7 +69,7 @@ def stop_agreed(state: Any) -> bool:
     """Whether any rank was asked to stop; every rank gets the same answer.
 
     In one process this reads a flag. With several, the flags are all-reduced every
-    step (one byte, on the host, over :func:`engine.distributed.control_group`, so it
+    step (one byte, on the host, over :func:`hookbus.engine.distributed.control_group`, so it
     never waits for a GPU), so that all ranks stop after the same step.
     """
     if not distributed.is_distributed():

@@ -1,6 +1,6 @@
 """The run state: the fields hooks and train steps read and write on ``engine.state``.
 
-The trainer and :class:`engine.testing.FakeEngine` both lay these fields onto ignite's
+The trainer and :class:`hookbus.engine.testing.FakeEngine` both lay these fields onto ignite's
 ``State`` object, so a hook sees the same names in a unit test as in a real run.
 """
 
@@ -26,12 +26,12 @@ def _none() -> None:
 
 
 RUN_STATE_FIELDS: dict[str, Field] = {
-    "cfg": Field(_none, "the validated config (engine.config.Config)"),
+    "cfg": Field(_none, "the validated config (hookbus.engine.config.Config)"),
     "run_dir": Field(_none, "pathlib.Path of the run directory (checkpoint.dir)"),
     "rank": Field(lambda: 0, "this process's rank"),
     "world_size": Field(lambda: 1, "number of processes"),
     "device": Field(lambda: "cpu", "torch.device the step runs on"),
-    "phases": Field(list, "the phase plan: a list of engine.phases.Phase"),
+    "phases": Field(list, "the phase plan: a list of hookbus.engine.phases.Phase"),
     "phase_idx": Field(lambda: -1, "index of the current phase in `phases` (-1 before the first)"),
     "train_phase_idx": Field(lambda: -1, "index of the current or last train phase"),
     "train": Field(lambda: True, "True in a train phase, False in a test phase"),
@@ -59,7 +59,7 @@ RUN_STATE_FIELDS: dict[str, Field] = {
     "optimizer": Field(_none, "the optimizer"),
     "scaler": Field(_none, "the GradScaler for fp16 autocast, else None"),
     "amp_dtype": Field(_none, "torch dtype of autocast, or None when off"),
-    "meters": Field(list, "meters updated each step (engine.meters.Meter)"),
+    "meters": Field(list, "meters updated each step (hookbus.parts.meters.Meter)"),
     "metrics": Field(dict, "after meter sync: {meter value name: float} of the phase"),
     "data_loaders": Field(dict, "{'train', 'test', 'memory'...: DataLoader}"),
     "hooks": Field(list, "the hooks attached to this run, in attach order"),

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from hookbus.engine.bus import BusEngine
+from hookbus.engine.events import SSLEvents
+from hookbus.engine.state import init_run_state
 from ignite.engine import Engine
-
-from engine.bus import BusEngine
-from engine.events import SSLEvents
-from engine.state import init_run_state
 
 
 def _no_step(engine: Engine, batch: Any) -> None:
@@ -16,9 +15,9 @@ def _no_step(engine: Engine, batch: Any) -> None:
 
 
 class FakeEngine(BusEngine):
-    """The trainer's ignite engine (:class:`engine.bus.BusEngine`) with a default run state.
+    """The trainer's ignite engine (:class:`hookbus.engine.bus.BusEngine`) with a default run state.
 
-    Hooks attach to it exactly as to :attr:`engine.SSLTrainer.engine`;
+    Hooks attach to it exactly as to :attr:`hookbus.SSLTrainer.engine`;
     ``fire_event(SSLEvents.X)`` runs their handlers in priority order. Run-state fields
     are set with keyword arguments or directly on ``engine.state``.
 

@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from hookbus.engine.checkpoint_io import FORMAT
+from hookbus.engine.errors import CheckpointError
 from ignite.engine import State
-
-from engine.checkpoint_io import FORMAT
-from engine.errors import CheckpointError
 
 logger = logging.getLogger("hookbus")
 

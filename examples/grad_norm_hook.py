@@ -8,8 +8,7 @@ from typing import Any
 import torch
 from ignite.engine import Engine
 
-from engine import Hook
-from hooks import register_hook
+from hookbus import Hook, register_hook
 
 logger = logging.getLogger("hookbus")
 

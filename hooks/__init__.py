@@ -1,18 +1,6 @@
-"""hookbus's standard handlers, one module per concern."""
+"""hookbus's standard handlers, one module per concern (``hookbus.hooks``).
 
-from __future__ import annotations
-
-from engine.registry import Registry
-
-HOOKS: Registry = Registry("hook")
-"""Hooks a recipe can add by name under ``hooks.extra``."""
-
-
-def register_hook(name: str):
-    """Decorator registering a :class:`engine.Hook` subclass under ``name``."""
-    return HOOKS.register(name)
-
-
-from hooks.defaults import default_hooks  # noqa: E402  (the hook modules need register_hook)
-
-__all__ = ["HOOKS", "default_hooks", "register_hook"]
+:mod:`hookbus.hooks.registry` holds the registry that ``hooks.extra`` names look up;
+:mod:`hookbus.hooks.defaults` assembles the hook set a config asks for, and is the only
+module here that imports the others. ``hooks/methods/`` holds the SSL methods' hooks.
+"""

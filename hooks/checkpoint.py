@@ -7,15 +7,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from hookbus.engine.checkpoint_io import checkpoint_name, point_to_newest, remove_old, save_atomic
+from hookbus.engine.checkpoint_writer import CheckpointWriter
+from hookbus.engine.config import Config
+from hookbus.engine.errors import CheckpointWriteError
+from hookbus.engine.hook import Hook
+from hookbus.engine.training_state import collect_training_state
+from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
-
-from engine.checkpoint_io import checkpoint_name, point_to_newest, remove_old, save_atomic
-from engine.checkpoint_writer import CheckpointWriter
-from engine.config import Config
-from engine.errors import CheckpointWriteError
-from engine.hook import Hook
-from engine.training_state import collect_training_state
-from hooks import register_hook
 
 logger = logging.getLogger("hookbus")
 
@@ -40,7 +39,7 @@ class CheckpointHook(Hook):
     It runs last (priority 100) so that the other hooks' state is up to date when saved.
 
     With ``async_write`` the state is copied to host memory at the step boundary and
-    written by a background thread (:class:`engine.checkpoint_writer.CheckpointWriter`):
+    written by a background thread (:class:`hookbus.engine.checkpoint_writer.CheckpointWriter`):
     training waits for the copy only. A new checkpoint waits for the previous write; a
     failed write raises its error at the next checkpoint, at the next phase end, or at
     ``on_end`` / ``on_exception`` at the latest. The link and the rotation follow the

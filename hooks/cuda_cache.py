@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
+from hookbus.hooks.run_stats import is_cuda
 from ignite.engine import Engine
-
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
-from hooks.run_stats import is_cuda
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
-from engine.config import Config
-from engine.errors import ConfigError
-from engine.hook import Hook
-from engine.registry import UnknownNameError
-from hooks import HOOKS
-from hooks.checkpoint import CheckpointHook
-from hooks.cuda_cache import CudaCacheHook
-from hooks.evaluation_report import EvaluationReportHook
-from hooks.log import LogHook
-from hooks.meter_sync import MeterSyncHook
-from hooks.methods.dino_centering import DinoCenteringHook
-from hooks.methods.freeze_prototypes import FreezePrototypesHook
-from hooks.methods.key_queue import KeyQueueHook
-from hooks.methods.momentum_teacher import MomentumTeacherHook
-from hooks.methods.prototype_normalization import PrototypeNormalizationHook
-from hooks.methods.swav_queue import SwavQueueHook
-from hooks.metrics_json import MetricsJsonHook
-from hooks.nan_check import NanCheckHook
-from hooks.progress_bar import ProgressBarHook
-from hooks.summary_plot import SummaryPlotHook
-from hooks.tensorboard import TensorBoardHook
-from hooks.timing import TimingHook
+from hookbus.engine.config import Config
+from hookbus.engine.errors import ConfigError
+from hookbus.engine.hook import Hook
+from hookbus.engine.registry import UnknownNameError
+from hookbus.hooks.checkpoint import CheckpointHook
+from hookbus.hooks.cuda_cache import CudaCacheHook
+from hookbus.hooks.evaluation_report import EvaluationReportHook
+from hookbus.hooks.log import LogHook
+from hookbus.hooks.meter_sync import MeterSyncHook
+from hookbus.hooks.methods.dino_centering import DinoCenteringHook
+from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
+from hookbus.hooks.methods.key_queue import KeyQueueHook
+from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
+from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
+from hookbus.hooks.methods.swav_queue import SwavQueueHook
+from hookbus.hooks.metrics_json import MetricsJsonHook
+from hookbus.hooks.nan_check import NanCheckHook
+from hookbus.hooks.progress_bar import ProgressBarHook
+from hookbus.hooks.registry import HOOKS
+from hookbus.hooks.summary_plot import SummaryPlotHook
+from hookbus.hooks.tensorboard import TensorBoardHook
+from hookbus.hooks.timing import TimingHook
 
 
 def default_hooks(cfg: Config) -> list[Hook]:

@@ -7,15 +7,14 @@ import logging
 from typing import Any
 
 import torch
+from hookbus.engine.checkpoint_io import write_text_atomic
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
+from hookbus.hooks.registry import register_hook
+from hookbus.parts.meters.knn import extract_features
+from hookbus.parts.models import build_model
 from ignite.engine import Engine
-
-from engine.checkpoint_io import write_text_atomic
-from engine.config import Config
-from engine.evaluation import knn_accuracy, linear_probe_accuracy
-from engine.hook import Hook
-from engine.meters.knn import extract_features
-from engine.models import build_model
-from hooks import register_hook
 
 logger = logging.getLogger("hookbus")
 

@@ -9,18 +9,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from ignite.engine import Engine
-
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
-from hooks.run_stats import (
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
+from hookbus.hooks.run_stats import (
     format_seconds,
     is_cuda,
     phase_mean_loss,
     recent_batch_time,
     train_phase_count,
 )
+from ignite.engine import Engine
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
-
-from engine.hook import Hook
-from hooks import register_hook
 
 
 @register_hook("meter_sync")

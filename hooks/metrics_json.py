@@ -7,13 +7,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hookbus.engine.checkpoint_io import write_text_atomic
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
+from hookbus.hooks.run_stats import phase_record
 from ignite.engine import Engine
-
-from engine.checkpoint_io import write_text_atomic
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
-from hooks.run_stats import phase_record
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
-
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
+from hookbus.hooks.run_stats import train_phase_count
 from ignite.engine import Engine
 from tqdm import tqdm
-
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
-from hooks.run_stats import train_phase_count
 
 if TYPE_CHECKING:
     from typing_extensions import Self

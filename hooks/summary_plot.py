@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.plot import METRICS_FILE, RunCurves, read_metrics_rows, write_curves, write_plot
+from hookbus.hooks.registry import register_hook
+from hookbus.hooks.run_stats import phase_record
 from ignite.engine import Engine
-
-from engine.config import Config
-from engine.hook import Hook
-from engine.plot import METRICS_FILE, RunCurves, read_metrics_rows, write_curves, write_plot
-from hooks import register_hook
-from hooks.run_stats import phase_record
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -6,15 +6,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
+from hookbus.hooks.run_stats import phase_mean_loss, recent_batch_time
 from ignite.engine import Engine
 from tensorboardX import FileWriter
 from tensorboardX.proto.summary_pb2 import Summary
 from tensorboardX.summary import scalar
-
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
-from hooks.run_stats import phase_mean_loss, recent_batch_time
 
 if TYPE_CHECKING:
     from typing_extensions import Self

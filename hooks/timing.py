@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
-
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
 
 if TYPE_CHECKING:
     from typing_extensions import Self

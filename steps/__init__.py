@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from steps.registry import TRAIN_STEPS, TrainStep, get_train_step, register_train_step
-from steps.standard import move_to_device, standard_train_step
+from hookbus.steps.registry import TRAIN_STEPS, TrainStep, get_train_step, register_train_step
+from hookbus.steps.standard import move_to_device, standard_train_step
 
 __all__ = [
     "TRAIN_STEPS",

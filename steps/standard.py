@@ -6,13 +6,12 @@ from contextlib import nullcontext
 from typing import Any
 
 import torch
+from hookbus.engine.distributed import all_reduce_mean
+from hookbus.engine.events import SSLEvents
+from hookbus.parts.optim import learning_rate, set_learning_rate
+from hookbus.steps.registry import register_train_step
 from ignite.engine import Engine
 from torch.nn.parallel import DistributedDataParallel
-
-from engine.distributed import all_reduce_mean
-from engine.events import SSLEvents
-from engine.optim import learning_rate, set_learning_rate
-from steps.registry import register_train_step
 
 
 def move_to_device(

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-
-from engine.config_io import validate_config
-from engine.losses import build_loss
+from hookbus.engine.config_io import validate_config
+from hookbus.parts.losses import build_loss
 
 GLOBAL_BATCH, DIM, VIEWS = 8, 6, 2
 OUTPUT_KEY = {"nt_xent": "embeddings", "barlow_twins": "embeddings", "swav": "scores"}

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from hookbus.hooks.methods.dino_centering import DinoCenteringHook
+from hookbus.hooks.methods.key_queue import KeyQueueHook
+from hookbus.hooks.methods.swav_queue import SwavQueueHook
 
-from engine.events import SSLEvents
-from engine.testing import FakeEngine
-from hooks.methods.dino_centering import DinoCenteringHook
-from hooks.methods.key_queue import KeyQueueHook
-from hooks.methods.swav_queue import SwavQueueHook
+from hookbus import FakeEngine, SSLEvents
 
 GLOBAL_BATCH, DIM, VIEWS, STEPS = 4, 3, 2, 3
 QUEUE = 10

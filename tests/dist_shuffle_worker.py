@@ -14,11 +14,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from torch import Tensor, nn
 
-from engine.events import SSLEvents
-from engine.testing import FakeEngine
-from hooks.methods.momentum_teacher import MomentumTeacherHook
+from hookbus import FakeEngine, SSLEvents
 
 GLOBAL_BATCH, SEED, ITERATION = 8, 3, 5
 

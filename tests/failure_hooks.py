@@ -13,8 +13,7 @@ import time
 
 from ignite.engine import Engine
 
-from engine.hook import Hook
-from hooks import register_hook
+from hookbus import Hook, register_hook
 
 
 @register_hook("poison_output")

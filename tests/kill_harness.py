@@ -19,8 +19,7 @@ from pathlib import Path
 
 import torch
 import yaml
-
-from engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint
+from hookbus.engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +67,7 @@ def command(recipe: Path, run_dir: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "engine.cli",
+        "hookbus",
         "train",
         str(recipe),
         f"checkpoint.dir={run_dir}",

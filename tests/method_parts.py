@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import torch
-
-from engine.models import MLPHead, Prototypes, SmallCNN, SSLModel
+from hookbus.parts.models import MLPHead, Prototypes, SmallCNN, SSLModel
 
 
 def small_model(*, predictor: bool = False, prototypes: int = 0, seed: int = 0) -> SSLModel:

@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from engine.cli import main
-from engine.reference import config_rows
+from hookbus.cli import main
+from hookbus.reference import config_rows
 
 KEYS = [key for key, _, _, _ in config_rows()]
 SECTIONS = sorted({key.split(".")[0] for key in KEYS})

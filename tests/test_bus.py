@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from hookbus.engine.bus import BusEngine, handler_priorities, hook_plan
 from ignite.engine import Engine, Events
 
-from engine import SSLTrainer
-from engine.bus import BusEngine, handler_priorities, hook_plan
-from engine.config import Config
-from engine.events import SSLEvents
-from engine.hook import Hook
-from engine.testing import FakeEngine
+from hookbus import Config, FakeEngine, Hook, SSLEvents, SSLTrainer
 
 
 class Tagger(Hook):

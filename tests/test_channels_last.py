@@ -7,13 +7,11 @@ from typing import Any
 
 import pytest
 import torch
+from hookbus.engine.preemption import PreemptedError
+from hookbus.steps import move_to_device
 from ignite.engine import Engine
 
-from engine import SSLTrainer
-from engine.hook import Hook
-from engine.preemption import PreemptedError
-from hooks.defaults import default_hooks
-from steps import move_to_device
+from hookbus import Hook, SSLTrainer, default_hooks
 from tests.conftest import tiny_config
 from tests.test_preemption import SignalAt
 

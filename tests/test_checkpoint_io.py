@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from engine.checkpoint_io import (
+from hookbus.engine.checkpoint_io import (
     FORMAT,
     POINTER_NAME,
     checkpoint_name,
@@ -21,7 +20,8 @@ from engine.checkpoint_io import (
     remove_stale_temporaries,
     save_atomic,
 )
-from engine.errors import CheckpointError
+
+from hookbus import CheckpointError
 
 
 def _checkpoint(step: int) -> dict:

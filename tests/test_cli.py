@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
 
-from engine.checkpoint_io import POINTER_NAME, load_checkpoint
-from engine.cli import main
+from hookbus.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"
@@ -100,7 +100,7 @@ def test_finished_run_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_console_script_prints_help_with_examples() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "train", "--help"],
+        [sys.executable, "-m", "hookbus", "train", "--help"],
         capture_output=True,
         text=True,
         check=True,

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from engine.cli import COMMANDS, build_parser, main
-from engine.config import Config
+from hookbus import Config
+from hookbus.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "configs").glob("*.yaml"))

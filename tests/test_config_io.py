@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import ConfigError, load_config
+from hookbus import ConfigError, load_config
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "simclr_digits.yaml"
 

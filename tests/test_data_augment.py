@@ -6,9 +6,8 @@ import math
 
 import pytest
 import torch
-
-from engine.config import AugmentConfig
-from engine.data import BatchAugment
+from hookbus.engine.config import AugmentConfig
+from hookbus.parts.data import BatchAugment
 
 SIZE = 16
 PIXEL_CENTRES = (torch.arange(SIZE) + 0.5) / SIZE * 2 - 1

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
-
-from engine.config import AugmentConfig, Config
-from engine.data import (
+from hookbus.engine.config import AugmentConfig
+from hookbus.parts.data import (
     BatchAugment,
     PhaseSampler,
     TensorImageDataset,
@@ -15,6 +13,9 @@ from engine.data import (
     build_data_loaders,
     set_loader_epoch,
 )
+from torch.utils.data import DataLoader
+
+from hookbus import Config
 
 
 def dataset(size: int = 40) -> TensorImageDataset:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hookbus.engine.config import DataConfig
+from hookbus.parts.data import ImageSplit, TensorImageDataset, load_digits_split
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from engine.config import DataConfig
-from engine.data import DATASETS, ImageSplit, TensorImageDataset, load_digits_split
+from hookbus import DATASETS
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.checkpoint_io import POINTER_NAME, list_checkpoints, load_checkpoint
+from hookbus.engine.checkpoint_io import POINTER_NAME, list_checkpoints, load_checkpoint
+
 from tests.torchrun import python, torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,9 +33,9 @@ def _hookbus(
     """``hookbus train recipe`` on the CPU, quiet, with ``model`` and ``overrides``."""
     args = ["train", str(recipe), f"checkpoint.dir={run_dir}", *QUIET_CPU, *model, *overrides]
     if processes == 1:
-        python("-m", "engine.cli", *args, "-q")
+        python("-m", "hookbus", *args, "-q")
     else:
-        torchrun("-m", "engine.cli", *args, "-q", processes=processes)
+        torchrun("-m", "hookbus", *args, "-q", processes=processes)
 
 
 def _metrics(run_dir: Path) -> list[dict]:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
+from hookbus.parts.meters import KnnMeter
+from hookbus.parts.meters.knn import extract_features
 from torch import nn
-
-from engine.evaluation import knn_accuracy, linear_probe_accuracy
-from engine.meters import KnnMeter
-from engine.meters.knn import extract_features
 
 MEMORY = torch.tensor([[1.0, 0.1], [1.0, 0.2], [1.0, -0.1], [0.1, 1.0], [0.2, 1.0], [-0.1, 1.0]])
 MEMORY_LABELS = torch.tensor([0, 0, 0, 1, 1, 1])

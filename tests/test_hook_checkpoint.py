@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hookbus.engine.checkpoint_io import (
+    POINTER_NAME,
+    checkpoint_name,
+    list_checkpoints,
+    load_checkpoint,
+)
+from hookbus.engine.phases import Phase
+from hookbus.hooks.checkpoint import CheckpointHook
 
-from engine.checkpoint_io import POINTER_NAME, checkpoint_name, list_checkpoints, load_checkpoint
-from engine.config import Config
-from engine.events import SSLEvents
-from engine.hook import Hook
-from engine.phases import Phase
-from engine.testing import FakeEngine
-from hooks.checkpoint import CheckpointHook
+from hookbus import Config, FakeEngine, Hook, SSLEvents
 
 
 class Counter(Hook):

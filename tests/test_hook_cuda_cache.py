@@ -2,11 +2,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hookbus.hooks.cuda_cache import CudaCacheHook
 
-from engine.config import Config
-from engine.testing import FakeEngine
-from hooks import HOOKS
-from hooks.cuda_cache import CudaCacheHook
+from hookbus import HOOKS, Config, FakeEngine
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 
-from engine.testing import FakeEngine
-from hooks.methods.dino_centering import DinoCenteringHook
+from hookbus import FakeEngine
 
 
 def test_teacher_temperature_warms_up_linearly_then_stays() -> None:

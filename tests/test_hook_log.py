@@ -5,12 +5,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from hookbus.hooks.log import LOG_FILE, LogHook, peak_memory_mb
 
-from engine.config import Config
-from engine.events import SSLEvents
-from engine.testing import FakeEngine
-from hooks import HOOKS
-from hooks.log import LOG_FILE, LogHook, peak_memory_mb
+from hookbus import HOOKS, Config, FakeEngine, SSLEvents
 from tests.hook_stubs import Phase
 
 PLAN = [Phase(train=True, length=4), Phase(train=False, length=2), Phase(train=True, length=4)]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
+from hookbus.hooks.meter_sync import MeterSyncHook
 from ignite.engine import Engine
 
-from engine.events import SSLEvents
-from engine.hook import Hook
-from engine.testing import FakeEngine
-from hooks.meter_sync import MeterSyncHook
+from hookbus import FakeEngine, Hook, SSLEvents
 
 
 class FixedMeter:

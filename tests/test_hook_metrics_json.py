@@ -4,11 +4,9 @@ import json
 from pathlib import Path
 
 import torch
+from hookbus.hooks.metrics_json import METRICS_FILE, MetricsJsonHook
 
-from engine.events import SSLEvents
-from engine.testing import FakeEngine
-from hooks import HOOKS
-from hooks.metrics_json import METRICS_FILE, MetricsJsonHook
+from hookbus import HOOKS, FakeEngine, SSLEvents
 
 
 def finish_phase(engine: FakeEngine, **fields: object) -> None:

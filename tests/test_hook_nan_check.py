@@ -2,12 +2,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hookbus.hooks.nan_check import NanCheckHook, NonFiniteLossError
 
-from engine.config import Config
-from engine.events import SSLEvents
-from engine.testing import FakeEngine
-from hooks import HOOKS
-from hooks.nan_check import NanCheckHook, NonFiniteLossError
+from hookbus import HOOKS, Config, FakeEngine, SSLEvents
 
 
 def train_engine(**fields: object) -> FakeEngine:

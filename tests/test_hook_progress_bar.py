@@ -3,12 +3,9 @@ from __future__ import annotations
 import io
 
 import torch
+from hookbus.hooks.progress_bar import ProgressBarHook
 
-from engine.config import Config
-from engine.events import SSLEvents
-from engine.testing import FakeEngine
-from hooks import HOOKS
-from hooks.progress_bar import ProgressBarHook
+from hookbus import HOOKS, Config, FakeEngine, SSLEvents
 from tests.hook_stubs import Phase
 
 PLAN = [Phase(train=True, length=3), Phase(train=False, length=2)]

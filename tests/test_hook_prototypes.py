@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hookbus.engine.config_io import validate_config
+from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
+from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
 
-from engine.config_io import validate_config
-from engine.testing import FakeEngine
-from hooks.methods.freeze_prototypes import FreezePrototypesHook
-from hooks.methods.prototype_normalization import PrototypeNormalizationHook
+from hookbus import FakeEngine
 from tests.method_parts import small_model
 
 

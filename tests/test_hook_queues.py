@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
+from hookbus.hooks.methods.key_queue import KeyQueueHook
+from hookbus.hooks.methods.swav_queue import SwavQueueHook
 
-from engine.testing import FakeEngine
-from hooks.methods.key_queue import KeyQueueHook
-from hooks.methods.swav_queue import SwavQueueHook
+from hookbus import FakeEngine
 from tests.method_parts import small_model
 
 

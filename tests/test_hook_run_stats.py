@@ -3,9 +3,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
-
-from engine.testing import FakeEngine
-from hooks.run_stats import (
+from hookbus.hooks.run_stats import (
     format_seconds,
     is_cuda,
     phase_mean_loss,
@@ -13,6 +11,8 @@ from hooks.run_stats import (
     recent_batch_time,
     train_phase_count,
 )
+
+from hookbus import FakeEngine
 from tests.hook_stubs import Phase
 
 

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from hookbus.hooks.plot import CURVES_FILE, PLOT_FILE
+from hookbus.hooks.summary_plot import SummaryPlotHook
 from PIL import Image
 
-from engine.events import SSLEvents
-from engine.plot import CURVES_FILE, PLOT_FILE
-from engine.testing import FakeEngine
-from hooks import HOOKS
-from hooks.summary_plot import SummaryPlotHook
+from hookbus import HOOKS, FakeEngine, SSLEvents
 
 
 def train_steps(engine: FakeEngine, count: int) -> None:

@@ -5,13 +5,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from hookbus.hooks.tensorboard import TENSORBOARD_DIR, TensorBoardHook
 from tensorboardX.proto.event_pb2 import Event
 
-from engine.config import Config
-from engine.events import SSLEvents
-from engine.testing import FakeEngine
-from hooks import HOOKS
-from hooks.tensorboard import TENSORBOARD_DIR, TensorBoardHook
+from hookbus import HOOKS, Config, FakeEngine, SSLEvents
 
 
 def read_scalars(run_dir: Path) -> list[tuple[str, int, float]]:

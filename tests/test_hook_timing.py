@@ -1,11 +1,9 @@
 from __future__ import annotations
 
 import pytest
+from hookbus.hooks.timing import TimingHook
 
-from engine.events import SSLEvents
-from engine.testing import FakeEngine
-from hooks import HOOKS
-from hooks.timing import TimingHook
+from hookbus import HOOKS, FakeEngine, SSLEvents
 from tests.hook_stubs import Phase
 
 PLAN = [Phase(train=True, length=4), Phase(train=False, length=2), Phase(train=True, length=4)]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS
 
-from engine.checkpoint_io import newest_valid_checkpoint
-from engine.launcher import _supervise
-from engine.preemption import PREEMPTED_EXIT_STATUS
+from hookbus.launcher import _supervise
 from tests.kill_harness import ROOT, write_recipe
 
 
@@ -58,7 +58,7 @@ def _train(recipe: Path, run: Path, *overrides: str) -> subprocess.Popen:
     command = [
         sys.executable,
         "-m",
-        "engine.cli",
+        "hookbus",
         "train",
         str(recipe),
         f"checkpoint.dir={run}",

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from hookbus.engine.machine import ProcessSettings, current_settings, flush_denormal_enabled
 from ignite.engine import Engine
 
-from engine import SSLTrainer
-from engine.hook import Hook
-from engine.machine import ProcessSettings, current_settings, flush_denormal_enabled
+from hookbus import Hook, SSLTrainer
 from tests.conftest import tiny_config
 
 

@@ -6,9 +6,8 @@ import math
 
 import pytest
 import torch
-
-from engine.meters import CollapseMeter
-from engine.meters.collapse import feature_std, prototypes_in_use
+from hookbus.parts.meters import CollapseMeter
+from hookbus.parts.meters.collapse import feature_std, prototypes_in_use
 
 
 def test_feature_std_is_zero_at_collapse_and_about_one_when_spread() -> None:

@@ -8,13 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from hookbus.engine.preemption import PreemptedError
+from hookbus.parts.optim import LARS, build_optimizer
 from torch import nn
 
-from engine import SSLTrainer
-from engine.config import Config
-from engine.optim import LARS, build_optimizer
-from engine.preemption import PreemptedError
-from hooks.defaults import default_hooks
+from hookbus import Config, SSLTrainer, default_hooks
 from tests.conftest import tiny_config
 from tests.test_optim import network
 from tests.test_preemption import SignalAt

@@ -6,9 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from engine.errors import UserError
-from engine.plot import (
+from hookbus.hooks.plot import (
     CURVES_FILE,
     PLOT_FILE,
     RunCurves,
@@ -17,6 +15,8 @@ from engine.plot import (
     read_metrics_rows,
     write_plot,
 )
+
+from hookbus import UserError
 
 
 def sample_curves() -> RunCurves:

@@ -11,14 +11,12 @@ from typing import Any
 
 import pytest
 import torch
+from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError, PreemptionGuard
+from hookbus.engine.state import init_run_state
 from ignite.engine import Engine
 
-from engine import SSLTrainer
-from engine.checkpoint_io import newest_valid_checkpoint
-from engine.hook import Hook
-from engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError, PreemptionGuard
-from engine.state import init_run_state
-from hooks import default_hooks
+from hookbus import Hook, SSLTrainer, default_hooks
 from tests.conftest import tiny_config
 from tests.kill_harness import ROOT, command, final_parameters, write_recipe
 

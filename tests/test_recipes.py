@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hookbus.parts.models import build_model
 from ignite.engine import Engine
 from PIL import Image
 
-from engine import Hook, SSLTrainer
-from engine.config_io import load_config
-from engine.models import build_model
-from hooks import default_hooks
+from hookbus import Hook, SSLTrainer, default_hooks, load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 METHOD_HOOKS = {

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.hook import Hook
-from engine.reference import (
+from hookbus import Hook
+from hookbus.reference import (
     REFERENCE_PAGES,
     config_rows,
     hook_classes,
@@ -17,7 +17,7 @@ from engine.reference import (
     undocumented_events,
     undocumented_hooks,
 )
-from engine.reference.docstrings import find_table, parse_simple_table, to_markdown
+from hookbus.reference.docstrings import find_table, parse_simple_table, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,9 @@ def test_every_module_under_hooks_is_imported_to_find_its_hooks() -> None:
     hook_classes()
     files = (ROOT / "hooks").rglob("*.py")
     modules = {
-        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        ".".join(("hookbus", *path.relative_to(ROOT).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        )
         for path in files
     }
     assert modules - set(sys.modules) == set()
@@ -134,7 +136,7 @@ def test_simple_table_rows_continue_on_a_blank_first_cell_or_a_trailing_comma() 
 
 def test_docstring_markdown_has_tables_code_blocks_and_escaped_tags() -> None:
     class Example:
-        """Writes <phase>/loss with :class:`engine.Hook`.
+        """Writes <phase>/loss with :class:`hookbus.Hook`.
 
         ======  =====
         a       b
@@ -149,7 +151,7 @@ def test_docstring_markdown_has_tables_code_blocks_and_escaped_tags() -> None:
 
     markdown = to_markdown(Example.__doc__)
     assert markdown.split("\n\n") == [
-        "Writes &lt;phase&gt;/loss with ``engine.Hook``.",
+        "Writes &lt;phase&gt;/loss with ``hookbus.Hook``.",
         "| a | b |\n|---|---|\n| ``x`` | y\\|z |",
         "Example:",
         "```python\nExample().attach(engine)\n```",

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import torch
 
-from engine.events import SSLEvents
-from engine.run_summary import RunSummary
-from engine.testing import FakeEngine
+from hookbus import FakeEngine, SSLEvents
+from hookbus.run_summary import RunSummary
 from tests.hook_stubs import Phase
 
 PLAN = [Phase(True, 3), Phase(False, 1), Phase(True, 3), Phase(False, 1)]

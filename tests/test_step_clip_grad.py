@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from hookbus.steps.standard import clip_gradients
 from ignite.engine import Engine
 from torch import nn
 
-from engine import SSLTrainer
-from engine.hook import Hook
-from steps.standard import clip_gradients
+from hookbus import Hook, SSLTrainer
 from tests.conftest import tiny_config
 
 

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import SSLTrainer
-from engine.testing import FakeEngine
 from examples.grad_norm_hook import GradNormHook
+from hookbus import FakeEngine, SSLTrainer
 from tests.conftest import tiny_config
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import SSLTrainer
 from examples.align_uniform import AlignUniformLoss
+from hookbus import SSLTrainer
 from tests.conftest import tiny_config
 
 

@@ -7,10 +7,8 @@ from pathlib import Path
 import torch
 from ignite.engine import Engine
 
-from engine import Hook, SSLTrainer
-from engine.config import Config
-from engine.testing import FakeEngine
 from examples.plain_step import plain_step
+from hookbus import Config, FakeEngine, Hook, SSLTrainer
 from tests.conftest import tiny_config
 
 

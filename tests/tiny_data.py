@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
+from hookbus.parts.data import TensorImageDataset
 
-from engine.data import DATASETS, TensorImageDataset
+from hookbus import DATASETS
 
 TINY = "tiny_test_images"
 

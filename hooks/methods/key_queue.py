@@ -6,12 +6,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from hookbus.engine import distributed
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
-
-from engine import distributed
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
 
 
 @register_hook("key_queue")

@@ -8,13 +8,12 @@ import math
 from typing import Any
 
 import torch
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.methods.shuffle_bn import shuffled_forward
+from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
 from torch import nn
-
-from engine.config import Config
-from engine.hook import Hook
-from engine.shuffle_bn import shuffled_forward
-from hooks import register_hook
 
 TEACHER_OUTPUTS = ("embeddings", "scores")
 """Per-view outputs of the teacher written to ``state.last_output`` as ``teacher_<name>``."""
@@ -43,7 +42,7 @@ class MomentumTeacherHook(Hook):
                         ``teacher_embeddings`` and ``teacher_scores`` (when the model has
                         prototypes) into ``state.last_output``; with ``shuffle_bn``
                         in a distributed train phase, on a shuffled share of the global
-                        batch (:func:`engine.shuffle_bn.shuffled_forward`, seeded by
+                        batch (:func:`hookbus.hooks.methods.shuffle_bn.shuffled_forward`, seeded by
                         ``shuffle_seed`` and ``state.iteration``)
     ``on_update``       ``teacher = m * teacher + (1 - m) * model`` for every parameter,
                         ``m`` = :func:`cosine_momentum` (``state.iteration``,

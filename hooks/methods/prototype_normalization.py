@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
-
-from engine.config import Config
-from engine.hook import Hook
-from hooks import register_hook
 
 
 @register_hook("prototype_normalization")

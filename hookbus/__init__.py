@@ -1,0 +1,102 @@
+"""hookbus: self-supervised learning for images on an event-driven hook bus.
+
+The public API, importable from here::
+
+    from hookbus import SSLTrainer, Hook, SSLEvents, Priority, load_config, default_hooks
+    from hookbus import FakeEngine, register_hook, register_train_step
+
+The package is laid out in floors, each importing only from those below it (see
+docs/concepts.md): ``hookbus.engine`` (the kernel: events, bus, hooks' base, run state,
+config, registries, checkpoint files), ``hookbus.parts`` (data, models, losses, meters,
+optimizers), ``hookbus.hooks`` and ``hookbus.steps``, and this package's own modules on
+top (trainer, command line, launcher, export, reference pages).
+
+The names below are loaded on first use, so that ``import hookbus.engine.errors`` (or
+any other kernel module) does not pull in the trainer, the models or the data.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hookbus.engine.config import Config
+    from hookbus.engine.config_io import load_config
+    from hookbus.engine.errors import CheckpointError, ConfigError, DataError, UserError
+    from hookbus.engine.events import SSLEvents
+    from hookbus.engine.hook import Hook
+    from hookbus.engine.priorities import Priority
+    from hookbus.engine.state import RunState
+    from hookbus.engine.testing import FakeEngine
+    from hookbus.hooks.defaults import default_hooks
+    from hookbus.hooks.registry import HOOKS, register_hook
+    from hookbus.parts.data import DATASETS
+    from hookbus.parts.losses import LOSSES
+    from hookbus.parts.meters import METERS
+    from hookbus.parts.models import BACKBONES
+    from hookbus.steps.registry import TRAIN_STEPS, register_train_step
+    from hookbus.trainer import SSLTrainer
+
+_PUBLIC: dict[str, str] = {
+    "BACKBONES": "hookbus.parts.models",
+    "CheckpointError": "hookbus.engine.errors",
+    "Config": "hookbus.engine.config",
+    "ConfigError": "hookbus.engine.errors",
+    "DATASETS": "hookbus.parts.data",
+    "DataError": "hookbus.engine.errors",
+    "FakeEngine": "hookbus.engine.testing",
+    "HOOKS": "hookbus.hooks.registry",
+    "Hook": "hookbus.engine.hook",
+    "LOSSES": "hookbus.parts.losses",
+    "METERS": "hookbus.parts.meters",
+    "Priority": "hookbus.engine.priorities",
+    "RunState": "hookbus.engine.state",
+    "SSLEvents": "hookbus.engine.events",
+    "SSLTrainer": "hookbus.trainer",
+    "TRAIN_STEPS": "hookbus.steps.registry",
+    "UserError": "hookbus.engine.errors",
+    "default_hooks": "hookbus.hooks.defaults",
+    "load_config": "hookbus.engine.config_io",
+    "register_hook": "hookbus.hooks.registry",
+    "register_train_step": "hookbus.steps.registry",
+}
+"""``{public name: the module that defines it}``."""
+
+__all__ = [
+    "BACKBONES",
+    "DATASETS",
+    "HOOKS",
+    "LOSSES",
+    "METERS",
+    "TRAIN_STEPS",
+    "CheckpointError",
+    "Config",
+    "ConfigError",
+    "DataError",
+    "FakeEngine",
+    "Hook",
+    "Priority",
+    "RunState",
+    "SSLEvents",
+    "SSLTrainer",
+    "UserError",
+    "default_hooks",
+    "load_config",
+    "register_hook",
+    "register_train_step",
+]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hookbus' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

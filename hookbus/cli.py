@@ -1,0 +1,232 @@
+"""The ``hookbus`` command line: train, validate and inspect YAML recipes; plot runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hookbus.engine.bus import handler_priorities
+from hookbus.engine.config_io import load_config
+from hookbus.engine.distributed import collective_failure
+from hookbus.engine.errors import CheckpointWriteError, UserError
+from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError
+from hookbus.export import export_backbone
+from hookbus.hooks.plot import PLOT_FILE, build_figure, read_curves, save_png
+from hookbus.launcher import launch_local
+from hookbus.parts.task import prepare_task
+from hookbus.reference.json_schema import config_json_schema
+from hookbus.run_summary import RunSummary
+from hookbus.trainer import SSLTrainer
+
+EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash, 2 user error (bad config,
+override, file or checkpoint), 75 preempted by SIGTERM/SIGUSR1 (a checkpoint was
+written: run the same command again to resume)
+"""
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": (
+        "train from a YAML recipe; resumes from the newest checkpoint",
+        """\
+  hookbus train configs/simclr_digits.yaml
+  hookbus train configs/simclr_digits.yaml optimizer.num_epochs=2 checkpoint.dir=runs/try
+  hookbus train configs/simclr_digits.yaml -q      # warnings and the final summary only
+  torchrun --standalone --nproc_per_node=2 -m hookbus train configs/simclr_digits.yaml
+""",
+    ),
+    "validate": (
+        "check a recipe and its overrides: build data and model, train nothing",
+        """\
+  hookbus validate configs/simclr_digits.yaml
+  hookbus validate configs/simclr_digits.yaml optimizer.lr=0.3 data.batch_size=128
+""",
+    ),
+    "hooks": (
+        "print the hook plan: each event's handlers in order, with priorities",
+        """\
+  hookbus hooks configs/simclr_digits.yaml
+  hookbus hooks configs/simclr_digits.yaml hooks.tensorboard.enabled=false
+""",
+    ),
+    "schema": (
+        "print the config's JSON Schema, for editors that complete and check recipes",
+        """\
+  hookbus schema > hookbus.schema.json
+  # then, as the first line of a recipe, for the YAML language server:
+  # yaml-language-server: $schema=../hookbus.schema.json
+""",
+    ),
+    "export": (
+        "write a checkpoint's backbone as a plain state dict (torchvision / small CNN)",
+        """\
+  hookbus export runs/moco_digits/checkpoint.torch backbone.pth
+  hookbus export runs/byol_r50/checkpoint.torch resnet50.pth   # resnet50().load_state_dict
+""",
+    ),
+    "plot": (
+        "redraw a run's curves (loss, learning rate, meters) from its run directory",
+        """\
+  hookbus plot runs/simclr_digits                  # writes runs/simclr_digits/curves.png
+  hookbus plot runs/simclr_digits -o /tmp/curves.png
+""",
+    ),
+}
+"""``{command: (summary, example lines)}`` for ``--help``."""
+
+EXIT_USER_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``hookbus`` command."""
+    parser = argparse.ArgumentParser(
+        prog="hookbus",
+        description="Self-supervised training of image encoders on an event-driven hook bus.",
+        epilog="examples:\n"
+        + "".join(examples for _, examples in COMMANDS.values())
+        + "\n"
+        + EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (summary, examples) in COMMANDS.items():
+        command = commands.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog="examples:\n" + examples + ("\n" + EXIT_STATUS if name == "train" else ""),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if name == "plot":
+            command.add_argument("run_dir", metavar="RUN_DIR", help="a run directory")
+            command.add_argument(
+                "-o", "--output", help="where to write the PNG (default: RUN_DIR/curves.png)"
+            )
+        elif name == "export":
+            command.add_argument("checkpoint", help="a hookbus checkpoint")
+            command.add_argument("out", help="where to write the state dict (.pth)")
+        elif name != "schema":
+            command.add_argument("config", help="path of the YAML recipe")
+            command.add_argument(
+                "overrides",
+                nargs="*",
+                metavar="KEY=VALUE",
+                help="dotted overrides, e.g. optimizer.lr=0.3",
+            )
+        command.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hookbus`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.quiet)
+    try:
+        return _COMMANDS[args.command](args)
+    except UserError as exc:
+        print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except (CheckpointWriteError, FloatingPointError) as exc:
+        print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except PreemptedError as exc:
+        print(f"hookbus {args.command}: preempted: {exc}", file=sys.stderr)
+        return PREEMPTED_EXIT_STATUS
+    except RuntimeError as exc:
+        failure = collective_failure(exc)
+        if failure is None:
+            raise
+        print(f"hookbus {args.command}: error: {_one_line(failure)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"hookbus {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _train(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)
+    nproc = cfg.distributed.nproc_per_node
+    if nproc > 1 and "WORLD_SIZE" not in os.environ:
+        forwarded = ["train", args.config, *args.overrides, *(["-q"] if args.quiet else [])]
+        return launch_local(forwarded, nproc)
+    trainer = SSLTrainer(cfg)
+    summary = RunSummary().attach(trainer.engine)
+    state = trainer.train()
+    if state.rank == 0:
+        print("\n".join(summary.lines(state)))
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)
+    trainer = SSLTrainer(cfg)
+    prepare_task(trainer.state, cfg)
+    print(f"{args.config}: valid")
+    return 0
+
+
+def _hooks(args: argparse.Namespace) -> int:
+    trainer = SSLTrainer(load_config(args.config, args.overrides))
+    for event, handlers in handler_priorities(trainer.engine).items():
+        listed = ", ".join(f"{name} ({priority})" for name, priority in handlers) or "-"
+        print(f"{event:<18} {listed}")
+    stateful = [hook.name for hook in trainer.hooks if hook.has_state()]
+    print(
+        f"\n{len(trainer.hooks)} hooks; lower priorities run first; "
+        f"checkpoints carry the state of: {', '.join(stateful) or 'none'}"
+    )
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    print(json.dumps(config_json_schema(), indent=2))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    output = Path(args.output) if args.output else run_dir / PLOT_FILE
+    save_png(build_figure(read_curves(run_dir), str(run_dir)), output)
+    print(f"wrote {output}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    weights = export_backbone(Path(args.checkpoint), Path(args.out))
+    print(f"wrote {args.out}: {len(weights)} tensors of the backbone")
+    return 0
+
+
+_CONSOLE = "hookbus-console"
+_COMMANDS = {
+    "train": _train,
+    "validate": _validate,
+    "hooks": _hooks,
+    "schema": _schema,
+    "plot": _plot,
+    "export": _export,
+}
+
+
+def _setup_logging(quiet: bool) -> None:
+    logger = logging.getLogger("hookbus")
+    for old in [h for h in logger.handlers if h.get_name() == _CONSOLE]:
+        logger.removeHandler(old)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.set_name(_CONSOLE)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    handler.setLevel(logging.WARNING if quiet else logging.INFO)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

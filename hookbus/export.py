@@ -1,0 +1,51 @@
+"""``hookbus export``: a checkpoint's backbone as a plain state dict for torchvision or the CNN."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from hookbus.engine.checkpoint_io import load_checkpoint
+from hookbus.engine.config_io import validate_config
+from hookbus.parts.models import BACKBONES
+from hookbus.parts.models.pretrained import backbone_state_dict
+from hookbus.parts.models.resnet import RESNETS
+
+DEFAULT_NUM_CLASSES = 1000
+"""Rows of the zero classifier added to an exported ResNet (torchvision's default)."""
+
+
+def export_backbone(
+    checkpoint: Path, out: Path, *, num_classes: int = DEFAULT_NUM_CLASSES
+) -> dict[str, Tensor]:
+    """Write the backbone weights of the hookbus ``checkpoint`` to ``out``; returns them.
+
+    The file is a plain state dict (``torch.save`` of ``{name: tensor}``) keyed as the
+    backbone's own module: ``torchvision.models.resnet50().load_state_dict`` (or
+    ``resnet18``, or :class:`hookbus.parts.models.SmallCNN` with the recipe's width) loads it
+    without edits. A ResNet has no classifier in training, so ``fc.weight``
+    (``[num_classes, features]``) and ``fc.bias`` are added as zeros: replace or train
+    that layer for a task. A ResNet trained with ``model.backbone.small_stem`` loads
+    into a torchvision model whose ``conv1`` is a 3x3 stride-1 convolution and whose
+    ``maxpool`` is ``nn.Identity()``. The file is written to a temporary name, then
+    renamed.
+    """
+    saved = load_checkpoint(checkpoint)
+    cfg = validate_config(saved.get("config", {}), f"the config in {checkpoint}")
+    weights = backbone_state_dict(saved["model"])
+    backbone = cfg.model.backbone
+    if backbone.name in RESNETS:
+        features = BACKBONES.get(backbone.name)(backbone).out_dim
+        weights["fc.weight"] = torch.zeros(num_classes, features)
+        weights["fc.bias"] = torch.zeros(num_classes)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        torch.save(weights, temporary)
+        os.replace(temporary, out)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return weights

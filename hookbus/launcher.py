@@ -1,0 +1,92 @@
+"""Local launch: ``distributed.nproc_per_node`` training processes on this machine.
+
+``hookbus train CONFIG distributed.nproc_per_node=N`` starts N copies of itself with the
+environment ``torchrun`` would give them (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR``, ``MASTER_PORT``), so a recipe runs the same way under either. The
+launcher forwards SIGTERM and SIGUSR1 to every rank (preemption), and when one rank
+fails it stops the others instead of leaving them waiting in a collective: SIGTERM
+first, SIGKILL after ``grace_seconds``. Its exit status is the first failing rank's,
+or 0 (128 + the signal's number for a rank killed by a signal, as a shell reports it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+logger = logging.getLogger("hookbus")
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch_local(cli_args: Sequence[str], nproc: int, *, grace_seconds: float = 10.0) -> int:
+    """Run ``hookbus <cli_args>`` as ``nproc`` ranks on loopback; returns the exit status."""
+    port = free_port()
+    ranks = []
+    for rank in range(nproc):
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(nproc),
+            "LOCAL_WORLD_SIZE": str(nproc),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+        command = [sys.executable, "-m", "hookbus", *cli_args]
+        ranks.append(subprocess.Popen(command, env=env))
+    logger.info("started %d ranks on 127.0.0.1:%d", nproc, port)
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        for process in ranks:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    try:
+        return _supervise(ranks, grace_seconds)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _supervise(ranks: list[subprocess.Popen], grace_seconds: float) -> int:
+    while True:
+        codes = [process.poll() for process in ranks]
+        failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
+        if failed:
+            rank, code = failed[0]
+            if any(code is None for code in codes):
+                logger.error("rank %d exited with status %d: stopping the other ranks", rank, code)
+                _stop(ranks, grace_seconds)
+            return code if code > 0 else 128 - code  # killed by a signal: 128 + its number
+        if all(code == 0 for code in codes):
+            return 0
+        time.sleep(0.1)
+
+
+def _stop(ranks: list[subprocess.Popen], grace_seconds: float) -> None:
+    for process in ranks:
+        if process.poll() is None:
+            process.terminate()
+    deadline = time.monotonic() + grace_seconds
+    for process in ranks:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,31 @@
+"""Image data: data sets, batched augmentations, collate, sampler and loaders."""
+
+from __future__ import annotations
+
+from hookbus.parts.data.augment import BatchAugment
+from hookbus.parts.data.build import build_data_loaders, collates, set_loader_epoch
+from hookbus.parts.data.collate import Batch, ViewCollate
+from hookbus.parts.data.datasets import DATASETS, TensorImageDataset, build_digits
+from hookbus.parts.data.digits import ImageSplit, load_digits_split
+from hookbus.parts.data.image_folder import ImageFolderDataset
+from hookbus.parts.data.sampler import PhaseSampler
+from hookbus.parts.data.seeding import mix_seed
+from hookbus.parts.data.transform_collate import TransformCollate
+
+__all__ = [
+    "DATASETS",
+    "Batch",
+    "BatchAugment",
+    "ImageFolderDataset",
+    "ImageSplit",
+    "PhaseSampler",
+    "TensorImageDataset",
+    "TransformCollate",
+    "ViewCollate",
+    "build_data_loaders",
+    "build_digits",
+    "collates",
+    "load_digits_split",
+    "mix_seed",
+    "set_loader_epoch",
+]

@@ -1,0 +1,143 @@
+"""Build the train, test and memory DataLoaders of a run from its config."""
+
+from __future__ import annotations
+
+import torch
+from hookbus.engine.config import Config
+from hookbus.parts.data.augment import BatchAugment
+from hookbus.parts.data.collate import ViewCollate
+from hookbus.parts.data.datasets import DATASETS
+from hookbus.parts.data.loader import SSLDataLoader
+from hookbus.parts.data.sampler import PhaseSampler
+from hookbus.parts.data.transform_collate import TransformCollate
+from hookbus.parts.data.transforms import clean_transform, view_transform
+from torch.utils.data import DataLoader, Dataset
+
+Collate = ViewCollate | TransformCollate
+
+
+def _loader(
+    cfg: Config, dataset: Dataset, sampler: PhaseSampler, collate: Collate, batch_size: int
+) -> DataLoader:
+    """A DataLoader with the config's worker settings.
+
+    Workers, when there are any, are persistent (started once, not at every epoch; the
+    collate's epoch reaches them through shared memory) and each prepares
+    ``data.prefetch_factor`` batches ahead; without workers, batches are made on one
+    torch thread (:class:`SSLDataLoader`). Host memory is pinned as :func:`pin_memory`
+    says.
+    """
+    workers = cfg.data.num_workers
+    return SSLDataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        collate_fn=collate,
+        drop_last=sampler.drop_last,
+        num_workers=workers,
+        pin_memory=pin_memory(cfg),
+        persistent_workers=workers > 0,
+        prefetch_factor=cfg.data.prefetch_factor if workers > 0 else None,
+        # Its own generator: starting an epoch leaves the global torch RNG untouched,
+        # so a run resumed mid-phase keeps the same random streams.
+        generator=torch.Generator(),
+    )
+
+
+def pin_memory(cfg: Config) -> bool:
+    """Whether batches go to pinned host memory: ``data.pin_memory``, where ``auto``
+    means when the run trains on a CUDA device (``machine.device`` and CUDA present)."""
+    setting = cfg.data.pin_memory
+    if setting == "auto":
+        return cfg.machine.device != "cpu" and torch.cuda.is_available()
+    return setting
+
+
+def build_data_loaders(cfg: Config, *, rank: int = 0, world_size: int = 1) -> dict[str, DataLoader]:
+    """The loaders ``"train"``, ``"test"`` and ``"memory"`` of this rank.
+
+    * train: the train split, shuffled per epoch and sharded, ``data.batch_size``,
+      ``data.drop_last`` (for the last batch and for the sharding), batches of
+      ``data.num_views`` augmented views (then ``data.small_views.count`` small ones);
+    * test: the test split in order, sharded without dropping (padded by wrap-around),
+      ``data.test_batch_size``, views plus the clean images;
+    * memory: the whole train split on every rank, in order, clean images only, for
+      the kNN memory bank.
+
+    Views come from :func:`collates`.
+    """
+    train_set, test_set = DATASETS.get(cfg.data.name)(cfg.data)
+    seed = cfg.trainer.seed
+    train_collate, test_collate, memory_collate = collates(cfg)
+    train = _loader(
+        cfg,
+        train_set,
+        PhaseSampler(
+            len(train_set),
+            shuffle=True,
+            seed=seed,
+            rank=rank,
+            world_size=world_size,
+            drop_last=cfg.data.drop_last,
+        ),
+        train_collate,
+        cfg.data.batch_size,
+    )
+    test = _loader(
+        cfg,
+        test_set,
+        PhaseSampler(len(test_set), shuffle=False, seed=seed, rank=rank, world_size=world_size),
+        test_collate,
+        cfg.data.test_batch_size,
+    )
+    memory = _loader(
+        cfg,
+        train_set,
+        PhaseSampler(len(train_set), shuffle=False, seed=seed),
+        memory_collate,
+        cfg.data.test_batch_size,
+    )
+    return {"train": train, "test": test, "memory": memory}
+
+
+def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
+    """The train (views), test (views and clean images) and memory (clean images)
+    collate functions of ``data.pipeline``.
+
+    ``batch``: :class:`ViewCollate` with :class:`BatchAugment` (``data.augment``) on
+    in-memory image tensors; small views use ``data.small_views.crop_area``.
+    ``torchvision``: :class:`TransformCollate` with the ``transforms.v2`` pipelines of
+    ``data.torchvision``; clean images are resized and center-cropped.
+    """
+    data, seed = cfg.data, cfg.trainer.seed
+    small = data.small_views
+    if data.pipeline == "batch":
+        augment = BatchAugment(data.augment)
+        small_augment = BatchAugment(data.augment.model_copy(update={"crop_area": small.crop_area}))
+        views = {
+            "small_augment": small_augment,
+            "num_small_views": small.count,
+            "small_size": small.size,
+        }
+        return (
+            ViewCollate(augment, data.num_views, seed, **views),
+            ViewCollate(augment, data.num_views, seed, with_image=True, **views),
+            ViewCollate(None, data.num_views, seed, with_views=False, with_image=True),
+        )
+    large = view_transform(data.torchvision, data.image_size, data.torchvision.crop_scale)
+    small_view = view_transform(data.torchvision, small.size, small.crop_area)
+    view_transforms = [large] * data.num_views + [small_view] * small.count
+    clean = clean_transform(data.torchvision, data.image_size)
+    return (
+        TransformCollate(view_transforms, None, seed),
+        TransformCollate(view_transforms, clean, seed),
+        TransformCollate([], clean, seed),
+    )
+
+
+def set_loader_epoch(loader: DataLoader, epoch: int) -> None:
+    """Pass ``epoch`` to the loader's sampler and collate function where they take it."""
+    for part in (loader.sampler, loader.collate_fn):
+        set_epoch = getattr(part, "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(epoch)

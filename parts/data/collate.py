@@ -1,0 +1,94 @@
+"""The DataLoader collate function that stacks samples and makes the augmented views."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from hookbus.parts.data.augment import BatchAugment
+from hookbus.parts.data.seeding import mix_seed
+from hookbus.parts.data.shared import SharedInt
+from torch import Tensor
+
+Sample = tuple[Tensor, Tensor | int, int]
+"""One data-set item: ``(image, label, index)``."""
+
+Batch = dict[str, Tensor | list[Tensor]]
+"""``{"views": [B, C, S, S] per view, "image": [B, C, S, S], "label": [B], "index": [B]}``."""
+
+
+class ViewCollate:
+    """Stack ``(image, label, index)`` samples into a batch dict, with augmented views.
+
+    The batch holds ``"label"`` and ``"index"`` (LongTensors ``[B]``), plus
+    ``"views"`` (``num_views`` augmented copies of the images, then
+    ``num_small_views`` made by ``small_augment`` at ``small_size`` pixels: multi-crop)
+    when ``with_views`` and ``"image"`` (the clean images) when ``with_image``.
+
+    Reproducibility: the views of a batch are drawn from a ``torch.Generator`` seeded
+    from ``(seed, epoch, index of the batch's first sample)``, not from a stream that
+    runs through the epoch. A batch therefore gets the same views whichever process or
+    DataLoader worker collates it, and in whatever order; a run resumed in the middle
+    of an epoch (same epoch, sampler skipping the batches already done) rebuilds the
+    same batches and so the same views. Call :meth:`set_epoch` before iterating the
+    loader of each epoch; the epoch is kept in shared memory, so it reaches DataLoader
+    workers, persistent ones included.
+    Two batches starting with the same sample (possible only with the wrap-around
+    padding of a sharded sampler) share their random parameters.
+    """
+
+    epoch = SharedInt()
+    """The epoch in the seeds, shared with DataLoader workers (persistent ones too)."""
+
+    def __init__(
+        self,
+        augment: BatchAugment | None,
+        num_views: int,
+        seed: int,
+        with_views: bool = True,
+        with_image: bool = False,
+        *,
+        small_augment: BatchAugment | None = None,
+        num_small_views: int = 0,
+        small_size: int = 0,
+    ) -> None:
+        if with_views and augment is None:
+            raise ValueError("ViewCollate needs an augment to make views (with_views=True)")
+        if with_views and num_views < 1:
+            raise ValueError(f"num_views must be at least 1, got {num_views}")
+        if num_small_views and (small_augment is None or small_size < 1):
+            raise ValueError("small views need small_augment and a positive small_size")
+        self.augment = augment
+        self.num_views = num_views
+        self.small_augment = small_augment
+        self.num_small_views = num_small_views
+        self.small_size = small_size
+        self.seed = seed
+        self.with_views = with_views
+        self.with_image = with_image
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch`` in the seeds of the batches collated from now on."""
+        self.epoch = epoch
+
+    def __call__(self, samples: Sequence[Sample]) -> Batch:
+        """The batch dict of ``samples``."""
+        images = torch.stack([image for image, _, _ in samples])
+        batch: Batch = {
+            "label": torch.tensor([int(label) for _, label, _ in samples], dtype=torch.long),
+            "index": torch.tensor([index for _, _, index in samples], dtype=torch.long),
+        }
+        if self.with_views:
+            generator = torch.Generator().manual_seed(
+                mix_seed(self.seed, self.epoch, samples[0][2])
+            )
+            views = [self.augment(images, generator) for _ in range(self.num_views)]
+            views += [
+                self.small_augment(images, generator, self.small_size)
+                for _ in range(self.num_small_views)
+            ]
+            batch["views"] = views
+        if self.with_image:
+            batch["image"] = images
+        return batch

@@ -1,0 +1,74 @@
+"""The data sets (digits, synthetic, image folders) and the registry that names them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from hookbus.engine.config import DataConfig
+from hookbus.engine.errors import ConfigError
+from hookbus.engine.registry import Registry
+from hookbus.parts.data.digits import load_digits_split
+from hookbus.parts.data.image_folder import ImageFolderDataset
+from hookbus.parts.data.synthetic import SYNTHETIC_SEED, make_synthetic_images
+from torch import Tensor
+from torch.utils.data import Dataset
+
+DIGITS_SPLIT_SEED = 0
+"""The digits train/test split is fixed, whatever the run's seed."""
+
+
+class TensorImageDataset(Dataset):
+    """Images ``[N, C, S, S]`` and labels ``[N]``; item ``i`` is ``(image, label, i)``."""
+
+    def __init__(self, images: Tensor, labels: Tensor) -> None:
+        if len(images) != len(labels):
+            raise ValueError(f"{len(images)} images but {len(labels)} labels")
+        self.images = images
+        self.labels = labels
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor, int]:
+        return self.images[index], self.labels[index], index
+
+
+DatasetBuilder = Callable[[DataConfig], tuple[Dataset, Dataset]]
+
+DATASETS: Registry[DatasetBuilder] = Registry("data set")
+"""Builders ``(cfg.data) -> (train set, test set)``, chosen by ``data.name``."""
+
+
+@DATASETS.register("digits")
+def build_digits(cfg: DataConfig) -> tuple[Dataset, Dataset]:
+    """The scikit-learn digits at ``cfg.image_size``, with ``cfg.test_size`` test images."""
+    split = load_digits_split(cfg.image_size, cfg.test_size, DIGITS_SPLIT_SEED)
+    return (
+        TensorImageDataset(split.train_images, split.train_labels),
+        TensorImageDataset(split.test_images, split.test_labels),
+    )
+
+
+@DATASETS.register("synthetic")
+def build_synthetic(cfg: DataConfig) -> tuple[Dataset, Dataset]:
+    """Generated stripe images (:func:`hookbus.parts.data.synthetic.make_synthetic_images`) at
+    ``cfg.image_size``, sized by ``cfg.synthetic``; the same images in every run."""
+    generator = torch.Generator().manual_seed(SYNTHETIC_SEED)
+    synthetic = cfg.synthetic
+    train = make_synthetic_images(synthetic, synthetic.train_size, cfg.image_size, generator)
+    test = make_synthetic_images(synthetic, synthetic.test_size, cfg.image_size, generator)
+    return TensorImageDataset(*train), TensorImageDataset(*test)
+
+
+@DATASETS.register("image_folder")
+def build_image_folder(cfg: DataConfig) -> tuple[Dataset, Dataset]:
+    """:class:`ImageFolderDataset` of ``data.folder.train_dir`` and ``test_dir`` (the
+    train folder again when unset; its class list in either case)."""
+    folder = cfg.folder
+    if folder.train_dir is None:
+        raise ConfigError("data.folder.train_dir: data.name image_folder needs a folder")
+    train = ImageFolderDataset(folder.train_dir)
+    if folder.test_dir is None:
+        return train, train
+    return train, ImageFolderDataset(folder.test_dir, classes=train.classes or None)

@@ -1,0 +1,66 @@
+"""The collate function of images that differ in size: per-image transforms, then stacking."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from hookbus.parts.data.collate import Batch, Sample
+from hookbus.parts.data.seeding import mix_seed
+from hookbus.parts.data.shared import SharedInt
+from torch import Tensor
+
+ImageTransform = Callable[[Tensor], Tensor]
+"""A per-image transform: a uint8 image ``[C, H, W]`` to a float image of a fixed size."""
+
+
+class TransformCollate:
+    """Stack ``(image, label, index)`` samples into a batch dict, transforming each image.
+
+    ``"views"`` holds one stacked tensor per entry of ``view_transforms`` (the large
+    views, then the small ones of multi-crop), when given; ``"image"`` the stacked
+    ``clean_transform`` of the images, when given; ``"label"`` and ``"index"`` always.
+
+    Reproducibility as :class:`hookbus.parts.data.ViewCollate`: the transforms draw from
+    torch's global generator, forked and seeded from ``(seed, epoch, index of the
+    batch's first sample)`` for the batch, so a batch gets the same views in any worker
+    and after a resume, and the caller's random state is left untouched.
+    """
+
+    epoch = SharedInt()
+    """The epoch in the seeds, shared with DataLoader workers (persistent ones too)."""
+
+    def __init__(
+        self,
+        view_transforms: Sequence[ImageTransform],
+        clean_transform: ImageTransform | None,
+        seed: int,
+    ) -> None:
+        if not view_transforms and clean_transform is None:
+            raise ValueError("TransformCollate needs view transforms or a clean transform")
+        self.view_transforms = list(view_transforms)
+        self.clean_transform = clean_transform
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch`` in the seeds of the batches collated from now on."""
+        self.epoch = epoch
+
+    def __call__(self, samples: Sequence[Sample]) -> Batch:
+        """The batch dict of ``samples``."""
+        images = [image for image, _, _ in samples]
+        batch: Batch = {
+            "label": torch.tensor([int(label) for _, label, _ in samples], dtype=torch.long),
+            "index": torch.tensor([index for _, _, index in samples], dtype=torch.long),
+        }
+        if self.view_transforms:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(mix_seed(self.seed, self.epoch, samples[0][2]))
+                batch["views"] = [
+                    torch.stack([transform(image) for image in images])
+                    for transform in self.view_transforms
+                ]
+        if self.clean_transform is not None:
+            batch["image"] = torch.stack([self.clean_transform(image) for image in images])
+        return batch

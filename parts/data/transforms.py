@@ -1,0 +1,57 @@
+"""Per-image torchvision ``transforms.v2`` pipelines: augmented views and clean images."""
+
+from __future__ import annotations
+
+import torch
+from hookbus.engine.config import TorchvisionAugmentConfig
+from torchvision.transforms import v2
+
+CENTER_CROP_FRACTION = 0.875
+"""Clean images are resized to ``size / 0.875`` on the short side, then center-cropped."""
+
+SOLARIZE_THRESHOLD = 128
+"""Solarization inverts pixels at or above this value (uint8 images)."""
+
+
+def _blur_kernel(size: int) -> int:
+    """An odd Gaussian-blur kernel of about a tenth of the view's side (at least 3)."""
+    kernel = max(3, size // 10)
+    return kernel if kernel % 2 else kernel + 1
+
+
+def view_transform(
+    cfg: TorchvisionAugmentConfig, size: int, crop_scale: tuple[float, float]
+) -> v2.Compose:
+    """One augmented view of a uint8 image ``[C, H, W]``: ``[C, size, size]`` float32.
+
+    Random resized crop (area ``crop_scale``), horizontal flip, color jitter, grayscale,
+    Gaussian blur and solarization with the config's probabilities (the SimCLR / BYOL
+    family), then scaled to [0, 1] and normalised with ``mean`` and ``std``. Randomness
+    comes from torch's global generator.
+    """
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(size, scale=crop_scale, antialias=True),
+            v2.RandomHorizontalFlip(cfg.flip_prob),
+            v2.RandomApply([v2.ColorJitter(*cfg.color_jitter)], p=cfg.color_jitter_prob),
+            v2.RandomGrayscale(cfg.grayscale_prob),
+            v2.RandomApply(
+                [v2.GaussianBlur(_blur_kernel(size), sigma=(0.1, 2.0))], p=cfg.blur_prob
+            ),
+            v2.RandomSolarize(SOLARIZE_THRESHOLD, p=cfg.solarize_prob),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(cfg.mean, cfg.std),
+        ]
+    )
+
+
+def clean_transform(cfg: TorchvisionAugmentConfig, size: int) -> v2.Compose:
+    """The evaluation view of a uint8 image: resized, center-cropped to ``size``, normalised."""
+    return v2.Compose(
+        [
+            v2.Resize(round(size / CENTER_CROP_FRACTION), antialias=True),
+            v2.CenterCrop(size),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(cfg.mean, cfg.std),
+        ]
+    )

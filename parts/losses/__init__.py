@@ -1,0 +1,28 @@
+"""Losses, called as ``loss(model_output, batch)``: one per SSL method, and linear eval's."""
+
+from __future__ import annotations
+
+from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
+from hookbus.parts.losses.build import LOSSES, build_loss, build_nt_xent
+from hookbus.parts.losses.byol import ByolLoss
+from hookbus.parts.losses.cross_entropy import ClassificationLoss
+from hookbus.parts.losses.dino import DinoLoss, teacher_targets
+from hookbus.parts.losses.moco import MocoLoss
+from hookbus.parts.losses.nt_xent import NTXentLoss
+from hookbus.parts.losses.sinkhorn import sinkhorn
+from hookbus.parts.losses.swav import SwavLoss
+
+__all__ = [
+    "LOSSES",
+    "BarlowTwinsLoss",
+    "ByolLoss",
+    "ClassificationLoss",
+    "DinoLoss",
+    "MocoLoss",
+    "NTXentLoss",
+    "SwavLoss",
+    "build_loss",
+    "build_nt_xent",
+    "sinkhorn",
+    "teacher_targets",
+]

@@ -1,0 +1,68 @@
+"""Build the loss of a run from its config; losses are chosen by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hookbus.engine.config import Config, LossConfig
+from hookbus.engine.registry import Registry
+from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
+from hookbus.parts.losses.byol import ByolLoss
+from hookbus.parts.losses.cross_entropy import ClassificationLoss
+from hookbus.parts.losses.dino import DinoLoss
+from hookbus.parts.losses.moco import MocoLoss
+from hookbus.parts.losses.nt_xent import NTXentLoss
+from hookbus.parts.losses.swav import SwavLoss
+from torch import nn
+
+LOSSES: Registry[Callable[[LossConfig], nn.Module]] = Registry("loss")
+"""Builders ``(cfg.loss) -> loss module``, chosen by ``loss.name``. A loss module is
+called as ``loss(output, batch)`` and returns a scalar tensor."""
+
+
+@LOSSES.register("nt_xent")
+def build_nt_xent(cfg: LossConfig) -> NTXentLoss:
+    """:class:`NTXentLoss` (SimCLR) at ``loss.temperature``."""
+    return NTXentLoss(cfg.temperature)
+
+
+@LOSSES.register("moco")
+def build_moco(cfg: LossConfig) -> MocoLoss:
+    """:class:`MocoLoss` at ``loss.moco.temperature``."""
+    return MocoLoss(cfg.moco.temperature)
+
+
+@LOSSES.register("byol")
+def build_byol(cfg: LossConfig) -> ByolLoss:
+    """:class:`ByolLoss` (no settings)."""
+    return ByolLoss()
+
+
+@LOSSES.register("swav")
+def build_swav(cfg: LossConfig) -> SwavLoss:
+    """:class:`SwavLoss` from ``loss.swav``."""
+    swav = cfg.swav
+    return SwavLoss(swav.temperature, swav.epsilon, swav.sinkhorn_iterations, swav.assign_views)
+
+
+@LOSSES.register("dino")
+def build_dino(cfg: LossConfig) -> DinoLoss:
+    """:class:`DinoLoss` at ``loss.dino.student_temperature``."""
+    return DinoLoss(cfg.dino.student_temperature)
+
+
+@LOSSES.register("barlow_twins")
+def build_barlow_twins(cfg: LossConfig) -> BarlowTwinsLoss:
+    """:class:`BarlowTwinsLoss` from ``loss.barlow_twins``."""
+    return BarlowTwinsLoss(cfg.barlow_twins.lambd, cfg.barlow_twins.eps)
+
+
+@LOSSES.register("cross_entropy")
+def build_cross_entropy(cfg: LossConfig) -> ClassificationLoss:
+    """:class:`ClassificationLoss` (linear evaluation)."""
+    return ClassificationLoss()
+
+
+def build_loss(cfg: Config) -> nn.Module:
+    """The loss named by ``loss.name``."""
+    return LOSSES.get(cfg.loss.name)(cfg.loss)

@@ -1,0 +1,16 @@
+"""The classification loss of linear evaluation."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from hookbus.parts.losses.precision import at_least_float32
+from torch import Tensor, nn
+
+
+class ClassificationLoss(nn.Module):
+    """Cross-entropy of ``output["logits"]`` ``[B, C]`` against ``batch["label"]`` ``[B]``,
+    in float32."""
+
+    def forward(self, output: dict, batch: dict) -> Tensor:
+        """The mean cross-entropy over the batch."""
+        return F.cross_entropy(at_least_float32(output["logits"]), batch["label"])

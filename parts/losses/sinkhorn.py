@@ -1,0 +1,37 @@
+"""Sinkhorn-Knopp: soft assignments of samples to prototypes with equal prototype shares."""
+
+from __future__ import annotations
+
+import torch
+from hookbus.engine import distributed
+from torch import Tensor
+
+
+@torch.no_grad()
+def sinkhorn(scores: Tensor, epsilon: float, iterations: int) -> Tensor:
+    """Codes ``Q`` ``[B, K]`` of the prototype ``scores`` ``[B, K]`` (SwAV).
+
+    ``Q`` starts as ``exp(scores / epsilon)`` and is rescaled ``iterations`` times, each
+    time so that every prototype (column) holds a ``1/K`` share of the total mass, then
+    every sample (row) a ``1/B`` share; the result is multiplied by ``B``. Each row of
+    ``Q`` then sums to 1 exactly and each column to about ``B / K`` (exactly in the
+    limit of many iterations). Computed in float32 (float64 stays float64) with
+    autocast off; when distributed, the sums run over the global batch (every rank
+    passes its own rows and gets its own rows back).
+    """
+    if epsilon <= 0 or iterations < 1:
+        raise ValueError(f"need epsilon > 0 and iterations >= 1, got {epsilon}, {iterations}")
+    with torch.autocast(device_type=scores.device.type, enabled=False):
+        scaled = scores.to(torch.promote_types(scores.dtype, torch.float32)) / epsilon
+        # Subtracting the global maximum changes nothing after normalisation; it keeps
+        # exp() finite.
+        codes = torch.exp(scaled - distributed.all_reduce_max(scaled.max()))
+        batch = len(codes) * distributed.world_size()
+        count = codes.shape[1]
+        codes /= distributed.all_reduce_sum(codes.sum())
+        for _ in range(iterations):
+            codes /= distributed.all_reduce_sum(codes.sum(dim=0, keepdim=True))
+            codes /= count
+            codes /= codes.sum(dim=1, keepdim=True)
+            codes /= batch
+        return codes * batch

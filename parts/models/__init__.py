@@ -1,0 +1,21 @@
+"""Models: backbones, heads, the self-supervised model and the linear-evaluation model."""
+
+from __future__ import annotations
+
+from hookbus.parts.models.build import BACKBONES, build_model, build_small_cnn
+from hookbus.parts.models.heads import MLPHead, Prototypes
+from hookbus.parts.models.linear_eval import LinearEvalModel
+from hookbus.parts.models.small_cnn import SmallCNN
+from hookbus.parts.models.ssl_model import ModelOutput, SSLModel
+
+__all__ = [
+    "BACKBONES",
+    "LinearEvalModel",
+    "MLPHead",
+    "ModelOutput",
+    "Prototypes",
+    "SSLModel",
+    "SmallCNN",
+    "build_model",
+    "build_small_cnn",
+]

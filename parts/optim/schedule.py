@@ -1,0 +1,33 @@
+"""The learning-rate schedule: linear warm-up, then cosine decay or a constant rate."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hookbus.engine.config import OptimizerConfig
+
+
+def learning_rate(cfg: OptimizerConfig, iteration: int, iterations_per_epoch: int) -> float:
+    """The learning rate of train step ``iteration`` (0-based, counted over the run).
+
+    Warm-up lasts ``round(warmup_epochs * iterations_per_epoch)`` steps, rising
+    linearly as ``lr * (iteration + 1) / warmup_steps`` to reach ``lr`` on its last
+    step. After it the rate is ``lr`` (``schedule="constant"``) or follows a half
+    cosine from ``lr`` to ``final_lr``, reached at ``num_epochs * iterations_per_epoch``
+    and kept after.
+    """
+    warmup_steps = round(cfg.warmup_epochs * iterations_per_epoch)
+    if iteration < warmup_steps:
+        return cfg.lr * (iteration + 1) / warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    total_steps = cfg.num_epochs * iterations_per_epoch
+    progress = min(1.0, (iteration - warmup_steps) / max(1, total_steps - warmup_steps))
+    return cfg.final_lr + (cfg.lr - cfg.final_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set ``lr`` in every parameter group of ``optimizer``."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr

@@ -1,0 +1,97 @@
+"""Building the task from the config: data loaders, model, loss, optimizer and meters."""
+
+from __future__ import annotations
+
+import torch
+from hookbus.engine.config import Config
+from hookbus.engine.errors import ConfigError
+from hookbus.engine.registry import UnknownNameError
+from hookbus.parts.data import DATASETS, build_data_loaders
+from hookbus.parts.losses import LOSSES, build_loss
+from hookbus.parts.meters import build_meters
+from hookbus.parts.models import BACKBONES, build_model
+from hookbus.parts.optim import build_optimizer
+from ignite.engine import State
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+
+
+def check_component_names(cfg: Config) -> None:
+    """Raise a ConfigError naming the key whose registered name is unknown."""
+    for key, registry, name in (
+        ("data.name", DATASETS, cfg.data.name),
+        ("model.backbone.name", BACKBONES, cfg.model.backbone.name),
+        ("loss.name", LOSSES, cfg.loss.name),
+    ):
+        try:
+            registry.get(name)
+        except UnknownNameError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+
+
+def check_model_accepts_data(
+    model: torch.nn.Module, loader: DataLoader, cfg: Config, device: torch.device | str
+) -> None:
+    """Encode one real image with ``model`` (eval mode, no_grad), or raise a ConfigError.
+
+    A backbone that cannot take the data's images (too small for its pooling, another
+    number of channels) is a config mistake: it is reported before anything is written.
+    """
+    # Through the loader's collate: the image as the model gets it (an image folder's
+    # files are resized and cropped there).
+    image = loader.collate_fn([loader.dataset[0]])["image"].to(device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model.encode(image)
+    except (RuntimeError, ValueError) as exc:
+        shape = "x".join(str(n) for n in image.shape[1:])
+        problem = str(exc).splitlines()[0]
+        raise ConfigError(
+            f"model.backbone ({cfg.model.backbone.name}) cannot encode the {cfg.data.name} "
+            f"images ({shape}, from data.image_size={cfg.data.image_size}): {problem}"
+        ) from None
+    finally:
+        model.train(was_training)
+
+
+def prepare_task(state: State, cfg: Config) -> None:
+    """Build the task onto the run state; the model is DDP-wrapped when distributed.
+
+    Writes ``data_loaders``, ``base_model``, ``model``, ``loss_fn``, ``optimizer``,
+    ``scaler``, ``amp_dtype`` and ``meters``. The model is built right after seeding with
+    ``trainer.seed``, so its initial weights depend on the seed alone.
+    """
+    check_component_names(cfg)
+    device = state.device
+    state.data_loaders = build_data_loaders(cfg, rank=state.rank, world_size=state.world_size)
+    torch.manual_seed(cfg.trainer.seed)
+    try:
+        state.base_model = build_model(cfg).to(device)
+    except ValueError as exc:
+        raise ConfigError(f"model: {exc}") from None
+    check_model_accepts_data(state.base_model, state.data_loaders["memory"], cfg, device)
+    if cfg.model.channels_last:
+        state.base_model.to(memory_format=torch.channels_last)
+    if cfg.distributed.sync_batch_norm and state.world_size > 1:
+        if torch.device(device).type != "cuda":
+            raise ConfigError("distributed.sync_batch_norm needs CUDA devices (SyncBatchNorm)")
+        state.base_model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.base_model)
+    state.model = state.base_model
+    if state.world_size > 1:
+        state.model = DistributedDataParallel(
+            state.base_model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=cfg.distributed.find_unused_parameters,
+        )
+    state.loss_fn = build_loss(cfg).to(device)
+    state.optimizer = build_optimizer(cfg, state.base_model)
+    amp = cfg.model.amp
+    state.amp_dtype = (
+        (torch.bfloat16 if amp.dtype == "bf16" else torch.float16) if amp.enabled else None
+    )
+    state.scaler = (
+        torch.amp.GradScaler(device.type) if amp.enabled and amp.dtype == "fp16" else None
+    )
+    state.meters = build_meters(cfg)
