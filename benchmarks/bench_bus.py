@@ -60,10 +60,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hookbus.engine.bus import add_handler
-from hookbus.engine.config_io import validate_config
-from hookbus.parts.data import TensorImageDataset
-
 from benchmarks.harness import interleaved, machine, markdown_table, median, paired_median
 from hookbus import (
     DATASETS,
@@ -74,6 +70,9 @@ from hookbus import (
     default_hooks,
     register_train_step,
 )
+from hookbus.engine.bus import add_handler
+from hookbus.engine.config_io import validate_config
+from hookbus.parts.data import TensorImageDataset
 
 BATCH_SIZE = 16
 DATASET_NAME = "bench_bus_images"

@@ -45,11 +45,10 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hookbus.engine.config_io import validate_config
-from hookbus.parts.data import build_data_loaders, set_loader_epoch
-
 from benchmarks.harness import interleaved, machine, markdown_table, median
 from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
+from hookbus.engine.config_io import validate_config
+from hookbus.parts.data import build_data_loaders, set_loader_epoch
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "simclr_digits.yaml"
 

@@ -37,13 +37,12 @@ from torch.utils.data import Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.harness import interleaved, machine, markdown_table, median
+from hookbus import DATASETS, Config, Hook, SSLTrainer, default_hooks
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import build_loss
 from hookbus.parts.models import build_model
 from hookbus.parts.optim import build_optimizer, learning_rate, set_learning_rate
-
-from benchmarks.harness import interleaved, machine, markdown_table, median
-from hookbus import DATASETS, Config, Hook, SSLTrainer, default_hooks
 
 DATASET_NAME = "bench_gpu_blank_images"
 

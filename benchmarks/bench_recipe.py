@@ -40,14 +40,13 @@ from ignite.engine import Engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.harness import machine, markdown_table, median
+from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
 from hookbus.engine.machine import configure_process
 from hookbus.parts.data import build_data_loaders, set_loader_epoch
 from hookbus.parts.losses import build_loss
 from hookbus.parts.models import build_model
 from hookbus.parts.optim import build_optimizer, learning_rate, set_learning_rate
-
-from benchmarks.harness import machine, markdown_table, median
-from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "simclr_digits.yaml"
 

@@ -19,9 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hookbus.engine.events import EVENT_COUNTERS, SSLEvents
 from ignite.engine import Engine
 from ignite.engine.events import RemovableEventHandle
+
+from hookbus.engine.events import EVENT_COUNTERS, SSLEvents
+from hookbus.engine.state import RunState
 
 _PLAN_ATTR = "_hookbus_plan"
 
@@ -48,10 +50,14 @@ class BusEngine(Engine):
         engine.fire_event(SSLEvents.ON_STEP)
     """
 
+    state: RunState
+    """The run state: ignite's ``State`` with hookbus's fields (:class:`RunState`)."""
+
     def __init__(self, process_function: Callable[[Engine, Any], Any]) -> None:
         self._dispatch: dict[int, tuple[Handler, ...]] = {}
         super().__init__(process_function)
         self.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
+        self.state = RunState()
         self._rebuild_dispatch()
 
     def add_event_handler(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from hookbus.engine.errors import CheckpointError
 
 POINTER_NAME = "checkpoint.torch"

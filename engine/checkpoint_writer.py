@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import torch
+
 from hookbus.engine.threads import one_torch_thread
 
 T = TypeVar("T")

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
+
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
-from pydantic import BaseModel, ValidationError
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:

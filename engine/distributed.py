@@ -9,8 +9,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from hookbus.engine.config import Config
 from torch import Tensor
+
+from hookbus.engine.config import Config
 
 
 def is_distributed() -> bool:

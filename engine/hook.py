@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from ignite.engine import Engine
 
 from hookbus.engine.bus import Registration, add_handler, remove_handler
 from hookbus.engine.events import SSLEvents
-from ignite.engine import Engine
+from hookbus.engine.priorities import Priority
+
+H = TypeVar("H", bound="Hook")
 
 
 class Hook:
@@ -25,17 +31,18 @@ class Hook:
     Example::
 
         class PrintLoss(Hook):
-            priority = 50
+            priority = Priority.REPORT
 
+            @rank_zero_only
             def on_step(self, engine):
-                if engine.state.local_iteration_num % 10 == 0:
+                if self.every_n_train_iterations(engine, 10):
                     print(float(engine.state.loss))
 
         PrintLoss().attach(trainer.engine)
     """
 
-    priority: ClassVar[int] = 0
-    """Order among the handlers of one event: lower runs first."""
+    priority: ClassVar[int] = Priority.NORMAL
+    """Order among the handlers of one event: lower runs first (see :class:`Priority`)."""
 
     def __init__(self, *, name: str | None = None, priority: int | None = None) -> None:
         self.name: str = name or _snake_case(type(self).__name__)
@@ -69,6 +76,19 @@ class Hook:
             remove_handler(engine, event, registration)
         self._registrations = []
 
+    @staticmethod
+    def every_n_train_iterations(engine: Engine, n: int) -> bool:
+        """True after a train step that brings ``state.iteration`` (train steps done in
+        the run) to a multiple of ``n``; False in test phases, and always when ``n`` < 1
+        (a frequency of 0 means never). For ``on_step`` and ``on_update`` handlers."""
+        state = engine.state
+        return n > 0 and state.train and state.iteration % n == 0
+
+    @staticmethod
+    def is_rank_zero(engine: Engine) -> bool:
+        """True in the process of rank 0 (the only one in a run of one process)."""
+        return engine.state.rank == 0
+
     def has_state(self) -> bool:
         """True when the hook overrides :meth:`state_dict` (it is then checkpointed)."""
         return type(self).state_dict is not Hook.state_dict
@@ -95,6 +115,22 @@ class Hook:
     def on_phase_end(self, engine: Engine) -> None: ...
     def on_end(self, engine: Engine) -> None: ...
     def on_exception(self, engine: Engine) -> None: ...
+
+
+def rank_zero_only(method: Callable[[H, Engine], None]) -> Callable[[H, Engine], None]:
+    """Decorator for a hook's event method: it runs in the process of rank 0 only.
+
+    For handlers that write files or print; other ranks return at once. A method that
+    must also run elsewhere (closing what every rank opened) checks
+    :meth:`Hook.is_rank_zero` inside instead.
+    """
+
+    @functools.wraps(method)
+    def on_rank_zero(self: H, engine: Engine) -> None:
+        if engine.state.rank == 0:
+            method(self, engine)
+
+    return on_rank_zero
 
 
 def _snake_case(name: str) -> str:

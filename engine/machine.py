@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+
 from hookbus.engine.config import Config
 
 

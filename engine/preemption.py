@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
 from hookbus.engine import distributed
 
 logger = logging.getLogger("hookbus")

@@ -1,86 +1,179 @@
 """The run state: the fields hooks and train steps read and write on ``engine.state``.
 
-The trainer and :class:`hookbus.engine.testing.FakeEngine` both lay these fields onto ignite's
-``State`` object, so a hook sees the same names in a unit test as in a real run.
+:class:`RunState` is ignite's ``State`` with hookbus's fields declared once, each with
+its type, default and meaning, in :class:`RunFields`; the trainer's engine and
+:class:`hookbus.FakeEngine` both carry one, so a hook sees the same names in a unit test
+as in a real run. The values several hooks derive from the fields (the phase's mean
+loss, the number of train phases) are properties computed here, once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ignite.engine import State
 
+from hookbus.engine.config import Config
 
-@dataclass(frozen=True)
-class Field:
-    """A run-state field: its default (made fresh for each run) and its meaning."""
+if TYPE_CHECKING:
+    import torch
 
-    default: Callable[[], Any]
-    doc: str
-
-
-def _none() -> None:
-    return None
+    from hookbus.engine.hook import Hook
+    from hookbus.engine.phases import Phase
 
 
-RUN_STATE_FIELDS: dict[str, Field] = {
-    "cfg": Field(_none, "the validated config (hookbus.engine.config.Config)"),
-    "run_dir": Field(_none, "pathlib.Path of the run directory (checkpoint.dir)"),
-    "rank": Field(lambda: 0, "this process's rank"),
-    "world_size": Field(lambda: 1, "number of processes"),
-    "device": Field(lambda: "cpu", "torch.device the step runs on"),
-    "phases": Field(list, "the phase plan: a list of hookbus.engine.phases.Phase"),
-    "phase_idx": Field(lambda: -1, "index of the current phase in `phases` (-1 before the first)"),
-    "train_phase_idx": Field(lambda: -1, "index of the current or last train phase"),
-    "train": Field(lambda: True, "True in a train phase, False in a test phase"),
-    "phase_name": Field(lambda: "", "'train' or 'test'"),
-    "iteration": Field(lambda: 0, "train steps done in the whole run"),
-    "local_iteration_num": Field(lambda: 0, "steps of any phase done by this process"),
-    "batches": Field(lambda: 0, "steps done in the current phase"),
-    "phase_length": Field(lambda: 0, "steps the current phase will take"),
-    "max_iterations": Field(lambda: 0, "train steps in the whole run"),
-    "batch_time": Field(list, "seconds per step in the current phase (data wait included)"),
-    "data_time": Field(list, "seconds spent waiting for each batch of the current phase"),
-    "last_batch": Field(_none, "the batch of the current step, on the device"),
-    "last_output": Field(_none, "the model's output of the current step"),
-    "loss": Field(_none, "the step's loss, detached and averaged over ranks (a tensor)"),
-    "loss_sum": Field(_none, "sum of `loss` over the current phase (a tensor, no sync)"),
-    "lr": Field(lambda: 0.0, "learning rate of the first parameter group"),
-    "grad_norm": Field(
-        _none,
-        "global L2 norm of the gradients before clipping, at the last optimizer step (a "
-        "tensor, no sync); None unless `optimizer.clip_grad_norm` is set",
-    ),
-    "model": Field(_none, "the model being trained (DDP-wrapped when distributed)"),
-    "base_model": Field(_none, "the model without its DDP wrapper"),
-    "loss_fn": Field(_none, "the loss module"),
-    "optimizer": Field(_none, "the optimizer"),
-    "scaler": Field(_none, "the GradScaler for fp16 autocast, else None"),
-    "amp_dtype": Field(_none, "torch dtype of autocast, or None when off"),
-    "meters": Field(list, "meters updated each step (hookbus.parts.meters.Meter)"),
-    "metrics": Field(dict, "after meter sync: {meter value name: float} of the phase"),
-    "data_loaders": Field(dict, "{'train', 'test', 'memory'...: DataLoader}"),
-    "hooks": Field(list, "the hooks attached to this run, in attach order"),
-    "eta_seconds": Field(lambda: 0.0, "estimated seconds left (timing hook)"),
-    "data_wait_fraction": Field(lambda: 0.0, "share of step time spent waiting for data"),
-    "exception": Field(_none, "the exception being handled in on_exception"),
-    "stop_requested": Field(
-        _none, "name of the signal that asked the run to stop after this step, or None"
-    ),
-    "resumed_from": Field(_none, "path of the checkpoint this run resumed from, or None"),
-    "summary": Field(dict, "end-of-run results a hook wants to report"),
+def _doc(text: str) -> dict[str, str]:
+    """A field's metadata: what the field means (the reference page shows it)."""
+    return {"doc": text}
+
+
+@dataclass(eq=False, repr=False)
+class RunFields:
+    """hookbus's fields of the run state, each with its type, default and meaning."""
+
+    cfg: Config | None = field(
+        default=None, metadata=_doc("the validated config (`hookbus.Config`)")
+    )
+    run_dir: Path | None = field(
+        default=None, metadata=_doc("the run directory (`checkpoint.dir`)")
+    )
+    rank: int = field(default=0, metadata=_doc("this process's rank"))
+    world_size: int = field(default=1, metadata=_doc("number of processes"))
+    device: torch.device | str = field(default="cpu", metadata=_doc("the device the step runs on"))
+    phases: list[Phase] = field(
+        default_factory=list,
+        metadata=_doc("the phase plan: a list of `hookbus.engine.phases.Phase`"),
+    )
+    phase_idx: int = field(
+        default=-1, metadata=_doc("index of the current phase in `phases` (-1 before the first)")
+    )
+    train_phase_idx: int = field(
+        default=-1, metadata=_doc("index of the current or last train phase")
+    )
+    train: bool = field(default=True, metadata=_doc("True in a train phase, False in a test phase"))
+    phase_name: str = field(default="", metadata=_doc("'train' or 'test'"))
+    iteration: int = field(default=0, metadata=_doc("train steps done in the whole run"))
+    local_iteration_num: int = field(
+        default=0, metadata=_doc("steps of any phase done by this process")
+    )
+    batches: int = field(default=0, metadata=_doc("steps done in the current phase"))
+    phase_length: int = field(default=0, metadata=_doc("steps the current phase will take"))
+    max_iterations: int = field(default=0, metadata=_doc("train steps in the whole run"))
+    batch_time: list[float] = field(
+        default_factory=list,
+        metadata=_doc("seconds per step in the current phase (data wait included)"),
+    )
+    data_time: list[float] = field(
+        default_factory=list,
+        metadata=_doc("seconds spent waiting for each batch of the current phase"),
+    )
+    last_batch: Any = field(
+        default=None, metadata=_doc("the batch of the current step, on the device")
+    )
+    last_output: Any = field(default=None, metadata=_doc("the model's output of the current step"))
+    loss: torch.Tensor | None = field(
+        default=None, metadata=_doc("the step's loss, detached and averaged over ranks (a tensor)")
+    )
+    loss_sum: torch.Tensor | None = field(
+        default=None, metadata=_doc("sum of `loss` over the current phase (a tensor, no sync)")
+    )
+    lr: float = field(default=0.0, metadata=_doc("learning rate of the first parameter group"))
+    grad_norm: torch.Tensor | None = field(
+        default=None,
+        metadata=_doc(
+            "global L2 norm of the gradients before clipping, at the last optimizer step "
+            "(a tensor, no sync); None unless `optimizer.clip_grad_norm` is set"
+        ),
+    )
+    model: torch.nn.Module | None = field(
+        default=None, metadata=_doc("the model being trained (DDP-wrapped when distributed)")
+    )
+    base_model: torch.nn.Module | None = field(
+        default=None, metadata=_doc("the model without its DDP wrapper")
+    )
+    loss_fn: torch.nn.Module | None = field(default=None, metadata=_doc("the loss module"))
+    optimizer: torch.optim.Optimizer | None = field(default=None, metadata=_doc("the optimizer"))
+    scaler: torch.amp.GradScaler | None = field(
+        default=None, metadata=_doc("the GradScaler for fp16 autocast, else None")
+    )
+    amp_dtype: torch.dtype | None = field(
+        default=None, metadata=_doc("torch dtype of autocast, or None when off")
+    )
+    meters: list[Any] = field(
+        default_factory=list,
+        metadata=_doc("meters updated each step (`hookbus.parts.meters.Meter`)"),
+    )
+    metrics: dict[str, float] = field(
+        default_factory=dict,
+        metadata=_doc("after meter sync: {meter value name: float} of the phase"),
+    )
+    data_loaders: dict[str, Any] = field(
+        default_factory=dict, metadata=_doc("{'train', 'test', 'memory'...: DataLoader}")
+    )
+    hooks: list[Hook] = field(
+        default_factory=list, metadata=_doc("the hooks attached to this run, in attach order")
+    )
+    eta_seconds: float = field(default=0.0, metadata=_doc("estimated seconds left (timing hook)"))
+    data_wait_fraction: float = field(
+        default=0.0, metadata=_doc("share of step time spent waiting for data")
+    )
+    exception: BaseException | None = field(
+        default=None, metadata=_doc("the exception being handled in on_exception")
+    )
+    stop_requested: str | None = field(
+        default=None,
+        metadata=_doc("name of the signal that asked the run to stop after this step, or None"),
+    )
+    resumed_from: str | None = field(
+        default=None, metadata=_doc("path of the checkpoint this run resumed from, or None")
+    )
+    summary: dict[str, Any] = field(
+        default_factory=dict, metadata=_doc("end-of-run results a hook wants to report")
+    )
+
+
+RUN_STATE_FIELDS: dict[str, dataclasses.Field] = {
+    spec.name: spec for spec in dataclasses.fields(RunFields)
 }
+"""``{name: field}`` of :class:`RunFields`; ``field.metadata["doc"]`` says what it means."""
 
 
-def init_run_state(state: State, **values: Any) -> State:
-    """Set every run-state field on ``state`` to its default, then to ``values``."""
-    unknown = set(values) - set(RUN_STATE_FIELDS)
-    if unknown:
-        raise TypeError(f"unknown run-state fields: {sorted(unknown)}")
-    for name, field in RUN_STATE_FIELDS.items():
-        setattr(state, name, field.default())
-    for name, value in values.items():
-        setattr(state, name, value)
-    return state
+class RunState(RunFields, State):
+    """ignite's ``State`` with hookbus's run-state fields (:class:`RunFields`) laid on it.
+
+    ``RunState(**values)`` starts every field at its default, then sets ``values``; an
+    unknown name is a TypeError. ignite's own fields (``epoch``, ``max_epochs``,
+    ``epoch_length``, ``output``, ``batch``, ``times``...) are there as ignite sets them.
+
+    Example::
+
+        state = RunState(iteration=9, train=True)
+        state.phase_loss  # None: no step of the phase yet
+    """
+
+    def __init__(self, **values: Any) -> None:
+        State.__init__(self)
+        RunFields.__init__(self, **values)
+        self._phase_loss_of: tuple[Any, int] = (None, 0)
+        self._phase_loss: float | None = None
+
+    @property
+    def phase_loss(self) -> float | None:
+        """Mean loss of the current phase so far (``loss_sum / batches``), None before its
+        first step. Reading it reads ``loss_sum`` on the host (a device sync) once per
+        value of ``loss_sum``: every hook that reads it at a phase end shares one sync."""
+        if self.batches == 0 or self.loss_sum is None:
+            return None
+        read_sum, read_batches = self._phase_loss_of
+        if read_sum is not self.loss_sum or read_batches != self.batches:
+            self._phase_loss = float(self.loss_sum) / self.batches
+            self._phase_loss_of = (self.loss_sum, self.batches)
+        return self._phase_loss
+
+    @property
+    def train_phase_count(self) -> int:
+        """Number of train phases in the phase plan ``phases``."""
+        return sum(1 for phase in self.phases if phase.train)

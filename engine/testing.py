@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ignite.engine import Engine
+
 from hookbus.engine.bus import BusEngine
 from hookbus.engine.events import SSLEvents
-from hookbus.engine.state import init_run_state
-from ignite.engine import Engine
+from hookbus.engine.state import RunState
 
 
 def _no_step(engine: Engine, batch: Any) -> None:
@@ -32,7 +33,7 @@ class FakeEngine(BusEngine):
 
     def __init__(self, **state_fields: Any) -> None:
         super().__init__(_no_step)
-        init_run_state(self.state, **state_fields)
+        self.state = RunState(**state_fields)
 
     def step(self, *, train: bool | None = None) -> None:
         """Fire the events of one step as the standard train step does, counters included."""

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from hookbus.engine.checkpoint_io import FORMAT
-from hookbus.engine.errors import CheckpointError
 from ignite.engine import State
+
+from hookbus.engine.checkpoint_io import FORMAT
+from hookbus.engine.errors import CheckpointError, ConfigError
 
 logger = logging.getLogger("hookbus")
 
@@ -44,8 +46,32 @@ def collect_training_state(state: State, *, phase_done: bool) -> dict[str, Any]:
     }
 
 
-def restore_training_state(state: State, checkpoint: dict[str, Any], source: str) -> None:
-    """Load ``checkpoint`` into the run state: weights, optimizer, hooks, counters, RNGs."""
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a run restored from a checkpoint continues."""
+
+    phase_idx: int
+    """The phase to run next."""
+    batches_done: int = 0
+    """Batches of that phase the checkpoint had done; 0 when it starts afresh."""
+    mid_phase: bool = False
+    """True when the checkpoint was taken inside phase ``phase_idx``: the phase goes on
+    with the restored meters and loss sum, and its first ``batches_done`` batches are
+    skipped."""
+
+
+def restore_training_state(state: State, checkpoint: dict[str, Any], source: str) -> ResumePoint:
+    """Put ``checkpoint`` back into the run state: the mirror of :func:`collect_training_state`.
+
+    Restores the weights, optimizer, scaler, loss, the hooks' states by name, the
+    counters and the RNG states; for a checkpoint taken inside a phase, also the meters
+    (by name, among ``state.meters``) and ``loss_sum``. Sets ``state.resumed_from``.
+    Returns where to continue. Raises :class:`CheckpointError` when the weights do not
+    fit the model and :class:`ConfigError` when the checkpoint's phase is of another
+    kind than the plan's phase of that index.
+    """
+    phase_idx = checkpoint["phase_idx"]
+    _check_phase_kind(state, checkpoint, source)
     _load_model(state.base_model, checkpoint["model"], source)
     state.optimizer.load_state_dict(checkpoint["optimizer"])
     if state.scaler is not None and checkpoint.get("scaler") is not None:
@@ -58,11 +84,34 @@ def restore_training_state(state: State, checkpoint: dict[str, Any], source: str
                 hook.load_state_dict(saved_hooks[hook.name])
             else:
                 logger.warning("checkpoint %s has no state for hook %r", source, hook.name)
-    state.phase_idx = checkpoint["phase_idx"]
+    state.phase_idx = phase_idx
     state.train_phase_idx = checkpoint["train_phase_idx"]
     state.iteration = checkpoint["iteration"]
     state.local_iteration_num = checkpoint["iteration_num"]
     _set_rng_states(checkpoint.get("rng"))
+    state.resumed_from = source
+    if checkpoint.get("phase_done", True):
+        return ResumePoint(phase_idx + 1)
+    saved_meters = checkpoint.get("meters", {})
+    for meter in state.meters:
+        if meter.name in saved_meters:
+            meter.load_state_dict(saved_meters[meter.name])
+    state.loss_sum = checkpoint.get("loss_sum")
+    return ResumePoint(phase_idx, checkpoint.get("phase_batches", 0), mid_phase=True)
+
+
+def _check_phase_kind(state: State, checkpoint: dict[str, Any], source: str) -> None:
+    phase_idx = checkpoint["phase_idx"]
+    if phase_idx >= len(state.phases):
+        return
+    planned = state.phases[phase_idx].kind
+    saved = checkpoint.get("phase_kind", planned)
+    if saved != planned:
+        raise ConfigError(
+            f"checkpoint {source} stopped in a {saved} phase, but phase {phase_idx} of this "
+            f"config is a {planned} phase; was trainer.test_every_num_epochs or "
+            "trainer.test_model changed?"
+        )
 
 
 def _load_model(model: torch.nn.Module, weights: dict[str, Any], source: str) -> None:

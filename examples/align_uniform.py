@@ -11,10 +11,10 @@ from itertools import combinations
 
 import torch
 import torch.nn.functional as F
-from hookbus.engine.config import LossConfig
 from torch import Tensor, nn
 
 from hookbus import LOSSES
+from hookbus.engine.config import LossConfig
 
 
 class AlignUniformLoss(nn.Module):

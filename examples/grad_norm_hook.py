@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from ignite.engine import Engine
 
-from hookbus import Hook, register_hook
+from hookbus import Hook, Priority, register_hook
 
 logger = logging.getLogger("hookbus")
 
@@ -33,7 +33,7 @@ class GradNormHook(Hook):
         GradNormHook(every=10).attach(trainer.engine)
     """
 
-    priority = 50
+    priority = Priority.REPORT
 
     def __init__(self, every: int) -> None:
         if every < 1:

@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from hookbus.engine.distributed import all_reduce_mean
-from hookbus.parts.optim import learning_rate, set_learning_rate
-from hookbus.steps import move_to_device
 from ignite.engine import Engine
 
 from hookbus import SSLEvents, register_train_step
+from hookbus.engine.distributed import all_reduce_mean
+from hookbus.parts.optim import learning_rate, set_learning_rate
+from hookbus.steps import move_to_device
 
 
 @register_train_step("plain_step")

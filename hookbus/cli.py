@@ -15,6 +15,7 @@ from hookbus.engine.config_io import load_config
 from hookbus.engine.distributed import collective_failure
 from hookbus.engine.errors import CheckpointWriteError, UserError
 from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError
+from hookbus.engine.priorities import priority_label
 from hookbus.export import export_backbone
 from hookbus.hooks.plot import PLOT_FILE, build_figure, read_curves, save_png
 from hookbus.launcher import launch_local
@@ -175,7 +176,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _hooks(args: argparse.Namespace) -> int:
     trainer = SSLTrainer(load_config(args.config, args.overrides))
     for event, handlers in handler_priorities(trainer.engine).items():
-        listed = ", ".join(f"{name} ({priority})" for name, priority in handlers) or "-"
+        listed = ", ".join(f"{name} ({priority_label(level)})" for name, level in handlers) or "-"
         print(f"{event:<18} {listed}")
     stateful = [hook.name for hook in trainer.hooks if hook.has_state()]
     print(

@@ -10,6 +10,7 @@ from ignite.engine import Engine
 
 from hookbus.engine.checkpoint_io import POINTER_NAME
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 
 
 class RunSummary(Hook):
@@ -36,7 +37,7 @@ class RunSummary(Hook):
         print("\\n".join(summary.lines(state)))
     """
 
-    priority = 0
+    priority = Priority.NORMAL
 
     def __init__(self) -> None:
         super().__init__()
@@ -56,8 +57,8 @@ class RunSummary(Hook):
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
         parts = []
-        if state.batches and state.loss_sum is not None:
-            parts.append(f"mean loss {float(state.loss_sum) / state.batches:.4f}")
+        if state.phase_loss is not None:
+            parts.append(f"mean loss {state.phase_loss:.4f}")
         parts += [f"{name} {value:.4f}" for name, value in state.metrics.items()]
         self.last[state.phase_name] = ", ".join(parts) or "no steps"
 

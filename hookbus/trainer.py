@@ -25,8 +25,8 @@ from hookbus.engine.machine import ProcessSettings, configure_process, restore_s
 from hookbus.engine.phases import build_phase_plan
 from hookbus.engine.preemption import PreemptedError, PreemptionGuard, stop_agreed
 from hookbus.engine.registry import UnknownNameError
-from hookbus.engine.state import init_run_state
-from hookbus.engine.training_state import restore_training_state
+from hookbus.engine.state import RunState
+from hookbus.engine.training_state import ResumePoint, restore_training_state
 from hookbus.hooks.defaults import default_hooks
 from hookbus.parts.data import set_loader_epoch
 from hookbus.parts.task import check_component_names, prepare_task
@@ -74,9 +74,7 @@ class SSLTrainer:
         if duplicates:
             raise ValueError(f"hook names must be unique; repeated: {duplicates}")
         self.engine = BusEngine(self.train_step)
-        init_run_state(
-            self.engine.state, cfg=cfg, run_dir=Path(cfg.checkpoint.dir), hooks=self.hooks
-        )
+        self.engine.state = RunState(cfg=cfg, run_dir=Path(cfg.checkpoint.dir), hooks=self.hooks)
         for hook in self.hooks:
             hook.attach(self.engine)
         self._iterator: Any = None
@@ -84,7 +82,7 @@ class SSLTrainer:
         self._settings_before: ProcessSettings | None = None
 
     @property
-    def state(self) -> Any:
+    def state(self) -> RunState:
         """The run state (``engine.state``)."""
         return self.engine.state
 
@@ -121,8 +119,8 @@ class SSLTrainer:
         test_len = len(state.data_loaders["test"])
         state.phases = build_phase_plan(self.cfg, train_length=train_len, test_length=test_len)
         state.max_iterations = sum(p.length for p in state.phases if p.train)
-        start_phase, skip_batches, resumed = self._restore()
-        if start_phase >= len(state.phases):
+        start = self._restore()
+        if start.phase_idx >= len(state.phases):
             logger.info(
                 "training already complete: %s holds the final checkpoint (phase %d of %d)",
                 state.run_dir,
@@ -133,9 +131,9 @@ class SSLTrainer:
         if state.rank == 0:
             write_text_atomic(state.run_dir / "config.yaml", config_to_yaml(self.cfg))
         self.engine.fire_event(SSLEvents.ON_START)
-        for phase_idx in range(start_phase, len(state.phases)):
-            skip = skip_batches if phase_idx == start_phase else 0
-            self._run_phase(phase_idx, skip, resumed if phase_idx == start_phase else None)
+        for phase_idx in range(start.phase_idx, len(state.phases)):
+            continuing = start.mid_phase and phase_idx == start.phase_idx
+            self._run_phase(phase_idx, start.batches_done if continuing else None)
         self.engine.fire_event(SSLEvents.ON_END)
         return state
 
@@ -155,58 +153,43 @@ class SSLTrainer:
             )
         self._settings_before = configure_process(cfg)
 
-    def _restore(self) -> tuple[int, int, dict[str, Any] | None]:
-        """Load the newest checkpoint when auto-resume is on; returns where to start."""
+    def _restore(self) -> ResumePoint:
+        """Restore the newest checkpoint when auto-resume is on; returns where to start."""
         state = self.state
         if state.rank == 0:
             for stale in remove_stale_temporaries(state.run_dir):
                 logger.warning("removed %s, left by an interrupted write", stale)
         found = newest_valid_checkpoint(state.run_dir) if self.cfg.checkpoint.auto_resume else None
         if found is None:
-            return 0, 0, None
+            return ResumePoint(0)
         path, checkpoint = found
-        source = str(path)
-        phase_idx = checkpoint["phase_idx"]
-        if phase_idx < len(state.phases) and state.phases[phase_idx].kind != checkpoint.get(
-            "phase_kind", state.phases[phase_idx].kind
-        ):
-            raise ConfigError(
-                f"checkpoint {source} stopped in a {checkpoint['phase_kind']} phase, but phase "
-                f"{phase_idx} of this config is a {state.phases[phase_idx].kind} phase; was "
-                "trainer.test_every_num_epochs or trainer.test_model changed?"
-            )
-        restore_training_state(state, checkpoint, source)
-        state.resumed_from = source
-        if checkpoint.get("phase_done", True):
-            return phase_idx + 1, 0, None
-        return phase_idx, checkpoint.get("phase_batches", 0), checkpoint
+        return restore_training_state(state, checkpoint, str(path))
 
-    def _run_phase(self, phase_idx: int, skip: int, resumed: dict[str, Any] | None) -> None:
+    def _run_phase(self, phase_idx: int, batches_done: int | None) -> None:
+        """Run phase ``phase_idx``; ``batches_done`` is None for a fresh phase, or the
+        batches a checkpoint taken inside it had done (its meters and loss sum are then
+        the restored ones, and those batches are skipped)."""
         engine, state = self.engine, self.state
         phase = state.phases[phase_idx]
+        fresh = batches_done is None
         state.phase_idx = phase_idx
         state.train = phase.train
         state.phase_name = phase.kind
-        if phase.train and resumed is None:
+        if phase.train and fresh:
             state.train_phase_idx += 1
         loader = state.data_loaders["train" if phase.train else "test"]
         set_loader_epoch(loader, phase_idx)
-        if skip:
-            loader.sampler.set_start(skip * loader.batch_size)
+        if not fresh:
+            loader.sampler.set_start(batches_done * loader.batch_size)
         state.phase_length = phase.length
-        state.batches = skip
+        state.batches = batches_done or 0
         state.batch_time = []
         state.data_time = []
-        state.loss_sum = None
         state.meters = [meter for meter in self._meters if phase.kind in meter.phases]
-        for meter in state.meters:
-            meter.reset()
-        if resumed is not None:
-            saved = resumed.get("meters", {})
+        if fresh:
+            state.loss_sum = None
             for meter in state.meters:
-                if meter.name in saved:
-                    meter.load_state_dict(saved[meter.name])
-            state.loss_sum = resumed.get("loss_sum")
+                meter.reset()
         state.model.train(phase.train)
         for meter in state.meters:
             meter.prepare(state.base_model, state.data_loaders, state.device)

@@ -7,14 +7,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ignite.engine import Engine
+
 from hookbus.engine.checkpoint_io import checkpoint_name, point_to_newest, remove_old, save_atomic
 from hookbus.engine.checkpoint_writer import CheckpointWriter
 from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointWriteError
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 from hookbus.engine.training_state import collect_training_state
 from hookbus.hooks.registry import register_hook
-from ignite.engine import Engine
 
 logger = logging.getLogger("hookbus")
 
@@ -50,7 +52,7 @@ class CheckpointHook(Hook):
         CheckpointHook(Path("runs/x"), phase_frequency=1, iter_frequency=500).attach(engine)
     """
 
-    priority = 100
+    priority = Priority.LAST
 
     def __init__(
         self,
@@ -89,7 +91,7 @@ class CheckpointHook(Hook):
         if state.stop_requested:
             self.save(engine, phase_done=False)
             return
-        if not state.train or not self.iter_frequency or state.iteration % self.iter_frequency:
+        if not self.every_n_train_iterations(engine, self.iter_frequency):
             return
         if state.batches == state.phase_length:
             return  # the phase-end checkpoint follows at once
@@ -119,9 +121,9 @@ class CheckpointHook(Hook):
 
         With ``async_write`` the file is written in the background: :meth:`wait` for it.
         """
-        state = engine.state
-        if state.rank != 0:
+        if not self.is_rank_zero(engine):
             return None
+        state = engine.state
         checkpoint = collect_training_state(state, phase_done=phase_done)
         path = self.directory / checkpoint_name(state.phase_idx, state.batches)
         if self._writer is None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+from ignite.engine import Engine
+
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import is_cuda
-from ignite.engine import Engine
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -37,7 +39,7 @@ class CudaCacheHook(Hook):
         CudaCacheHook(clear_freq=100).attach(trainer.engine)
     """
 
-    priority = 90
+    priority = Priority.LOW
 
     def __init__(self, clear_freq: int) -> None:
         if clear_freq < 1:
@@ -51,6 +53,5 @@ class CudaCacheHook(Hook):
         return cls(clear_freq=cfg.model.cuda_cache.clear_freq)
 
     def on_step(self, engine: Engine) -> None:
-        state = engine.state
-        if state.train and state.iteration % self.clear_freq == 0 and is_cuda(state.device):
+        if self.every_n_train_iterations(engine, self.clear_freq) and is_cuda(engine.state.device):
             torch.cuda.empty_cache()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-from hookbus.parts.meters.knn import knn_predict
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from torch import Tensor
+
+from hookbus.parts.meters.knn import knn_predict
 
 KNN_QUERY_CHUNK = 1024
 """Test images classified at once by :func:`knn_accuracy`, to bound the similarity matrix."""

@@ -7,14 +7,16 @@ import logging
 from typing import Any
 
 import torch
+from ignite.engine import Engine
+
 from hookbus.engine.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
-from hookbus.engine.hook import Hook
+from hookbus.engine.hook import Hook, rank_zero_only
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
 from hookbus.hooks.registry import register_hook
 from hookbus.parts.meters.knn import extract_features
 from hookbus.parts.models import build_model
-from ignite.engine import Engine
 
 logger = logging.getLogger("hookbus")
 
@@ -38,7 +40,7 @@ class EvaluationReportHook(Hook):
     over ``draws`` label draws, scored on the test split.
     """
 
-    priority = 60
+    priority = Priority.REPORT
 
     def __init__(self, *, k: int = 20, labels_per_class: int = 10, draws: int = 10) -> None:
         super().__init__()
@@ -55,19 +57,17 @@ class EvaluationReportHook(Hook):
             k=cfg.meters.knn.k, labels_per_class=section.labels_per_class, draws=section.draws
         )
 
+    @rank_zero_only
     def on_start(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank != 0:
-            return
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(state.cfg.trainer.seed)
             initial = build_model(state.cfg).to(state.device)
         self.results["random init"] = self.evaluate(initial, state)
 
+    @rank_zero_only
     def on_end(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank != 0:
-            return
         self.results["trained"] = self.evaluate(state.base_model, state)
         state.summary["evaluation"] = dict(self.results)
         write_text_atomic(state.run_dir / "evaluation.json", json.dumps(self.results, indent=2))

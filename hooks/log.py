@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from ignite.engine import Engine
+
 from hookbus.engine.config import Config
-from hookbus.engine.hook import Hook
+from hookbus.engine.hook import Hook, rank_zero_only
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import (
     format_seconds,
     is_cuda,
-    phase_mean_loss,
     recent_batch_time,
-    train_phase_count,
 )
-from ignite.engine import Engine
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -53,8 +53,8 @@ class LogHook(Hook):
                         ``lr``, ``batch_time``,              wait, ETA, peak memory
                         ``data_wait_fraction``,              (and the gradient norm when
                         ``eta_seconds``, ``max_iterations``, clipping is on)
-                        ``grad_norm``
-    ``on_phase_end``    ``loss_sum``, ``batches``,           the phase's data-wait share, mean
+                        ``grad_norm``, ``train_phase_count``
+    ``on_phase_end``    ``phase_loss``, ``batches``,         the phase's data-wait share, mean
                         ``data_wait_fraction``, ``metrics``  loss and metrics
     ``on_end``          ``iteration``                        the end; closes ``log.txt``
     ``on_exception``    ``exception``                        the error; closes ``log.txt``
@@ -72,7 +72,7 @@ class LogHook(Hook):
         # phase 0 train | epoch 1/40 | iter 10/4000 | loss 4.1523 | lr 1.00e-04 | ...
     """
 
-    priority = 10
+    priority = Priority.REPORT
 
     def __init__(self, log_frequency: int) -> None:
         if log_frequency < 1:
@@ -87,10 +87,9 @@ class LogHook(Hook):
         """The log hook at ``cfg.trainer.log_frequency``."""
         return cls(log_frequency=cfg.trainer.log_frequency)
 
+    @rank_zero_only
     def on_start(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank != 0:
-            return
         self._open(Path(state.run_dir) / LOG_FILE)
         origin = f"resumed from {state.resumed_from}" if state.resumed_from else "fresh start"
         logger.info(
@@ -102,10 +101,11 @@ class LogHook(Hook):
             len(state.phases),
         )
 
+    @rank_zero_only
     def on_step(self, engine: Engine) -> None:
-        state = engine.state
-        if state.rank != 0 or not state.train or state.iteration % self.log_frequency:
+        if not self.every_n_train_iterations(engine, self.log_frequency):
             return
+        state = engine.state
         grad = "" if state.grad_norm is None else f" | grad {float(state.grad_norm):.3g}"
         logger.info(
             "phase %d %s | epoch %d/%d | iter %d/%d | loss %.4f | lr %.2e%s | batch %.3fs"
@@ -113,7 +113,7 @@ class LogHook(Hook):
             state.phase_idx,
             state.phase_name,
             state.train_phase_idx + 1,
-            train_phase_count(state),
+            state.train_phase_count,
             state.iteration,
             state.max_iterations,
             float(state.loss),
@@ -125,11 +125,10 @@ class LogHook(Hook):
             peak_memory_mb(state.device),
         )
 
+    @rank_zero_only
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank != 0:
-            return
-        loss = phase_mean_loss(state)
+        loss = state.phase_loss
         parts = [
             f"phase {state.phase_idx} {state.phase_name} done",
             f"{state.batches} steps",
@@ -140,13 +139,13 @@ class LogHook(Hook):
         logger.info(" | ".join(parts))
 
     def on_end(self, engine: Engine) -> None:
-        if engine.state.rank == 0:
+        if self.is_rank_zero(engine):
             logger.info("run finished after %d train iterations", engine.state.iteration)
         self._close()
 
     def on_exception(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank == 0:
+        if self.is_rank_zero(engine):
             logger.error(
                 "run stopped in phase %d at train iteration %d: %r",
                 state.phase_idx,

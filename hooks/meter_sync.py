@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from hookbus.engine.hook import Hook
-from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
+
+from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
+from hookbus.hooks.registry import register_hook
 
 
 @register_hook("meter_sync")
@@ -23,7 +25,7 @@ class MeterSyncHook(Hook):
     checkpoints) sees the same, global values on every rank.
     """
 
-    priority = -100
+    priority = Priority.FIRST
 
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state

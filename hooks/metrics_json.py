@@ -7,12 +7,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ignite.engine import Engine
+
 from hookbus.engine.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
-from hookbus.engine.hook import Hook
+from hookbus.engine.hook import Hook, rank_zero_only
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import phase_record
-from ignite.engine import Engine
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -31,7 +33,7 @@ class MetricsJsonHook(Hook):
                                                                          (first phase only)
     ``on_phase_end``     ``rank``, ``run_dir``, ``phase_idx``,           a line of
                          ``phase_name``, ``train``, ``train_phase_idx``,  ``metrics.json``
-                         ``iteration``, ``loss_sum``, ``batches``,
+                         ``iteration``, ``phase_loss``,
                          ``metrics``
     ===================  ==============================================  ====================
 
@@ -51,7 +53,7 @@ class MetricsJsonHook(Hook):
         rows = [json.loads(line) for line in open(run_dir / "metrics.json")]
     """
 
-    priority = 30
+    priority = Priority.REPORT
 
     def __init__(self, *, name: str | None = None, priority: int | None = None) -> None:
         super().__init__(name=name, priority=priority)
@@ -66,14 +68,12 @@ class MetricsJsonHook(Hook):
         if not self._first_phase:
             return
         self._first_phase = False
-        state = engine.state
-        if state.rank == 0:
-            drop_phases_from(Path(state.run_dir) / METRICS_FILE, state.phase_idx)
+        if self.is_rank_zero(engine):
+            drop_phases_from(Path(engine.state.run_dir) / METRICS_FILE, engine.state.phase_idx)
 
+    @rank_zero_only
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank != 0:
-            return
         record = phase_record(state)
         path = Path(state.run_dir) / METRICS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from ignite.engine import Engine
+
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
-from ignite.engine import Engine
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -72,7 +74,7 @@ class NanCheckHook(Hook):
         # NonFiniteLossError: loss is nan at train iteration 13, phase 2 (train), step 3/50
     """
 
-    priority = -50
+    priority = Priority.HIGH
 
     def __init__(self, check_frequency: int = 1) -> None:
         if check_frequency < 1:

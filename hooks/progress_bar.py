@@ -5,12 +5,13 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from hookbus.engine.config import Config
-from hookbus.engine.hook import Hook
-from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import train_phase_count
 from ignite.engine import Engine
 from tqdm import tqdm
+
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
+from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -24,7 +25,8 @@ class ProgressBarHook(Hook):
     event               reads                                     does
     ==================  ========================================  ==========================
     ``on_phase_start``  ``rank``, ``train``, ``train_phase_idx``,  opens the phase's bar
-                        ``phases``, ``phase_length``, ``batches``
+                        ``train_phase_count``, ``phase_length``,
+                        ``batches``
     ``on_step``         ``batches``, ``loss``                     advances it; every
                                                                   ``postfix_frequency``
                                                                   steps shows the loss
@@ -43,7 +45,7 @@ class ProgressBarHook(Hook):
         ProgressBarHook(enabled=True, file=io.StringIO())  # in tests
     """
 
-    priority = 20
+    priority = Priority.REPORT
 
     def __init__(
         self,
@@ -72,10 +74,10 @@ class ProgressBarHook(Hook):
         state = engine.state
         stream = self._stream()
         shown = self.enabled if self.enabled is not None else stream.isatty()
-        if state.rank != 0 or not shown:
+        if not shown or not self.is_rank_zero(engine):
             return
         desc = (
-            f"train {state.train_phase_idx + 1}/{train_phase_count(state)}"
+            f"train {state.train_phase_idx + 1}/{state.train_phase_count}"
             if state.train
             else "test"
         )

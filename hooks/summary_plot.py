@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ignite.engine import Engine
+
 from hookbus.engine.config import Config
-from hookbus.engine.hook import Hook
+from hookbus.engine.hook import Hook, rank_zero_only
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.plot import METRICS_FILE, RunCurves, read_metrics_rows, write_curves, write_plot
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import phase_record
-from ignite.engine import Engine
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -32,8 +34,8 @@ class SummaryPlotHook(Hook):
                                                                   of the loss and lr curves
     ``on_phase_end``    ``phase_idx``, ``phase_name``,            the phase's record;
                         ``train``, ``train_phase_idx``,           ``curves.json``
-                        ``iteration``, ``loss_sum``,
-                        ``batches``, ``metrics``
+                        ``iteration``, ``phase_loss``,
+                        ``metrics``
     ``on_end``          ``run_dir``                               ``curves.json``,
                                                                   ``curves.png``,
                                                                   ``summary["curves"]``
@@ -52,7 +54,7 @@ class SummaryPlotHook(Hook):
         # after train(): runs/default/curves.png
     """
 
-    priority = 50
+    priority = Priority.REPORT
 
     def __init__(self, log_frequency: int) -> None:
         if log_frequency < 1:
@@ -67,9 +69,10 @@ class SummaryPlotHook(Hook):
         """The summary plot at ``cfg.trainer.log_frequency``."""
         return cls(log_frequency=cfg.trainer.log_frequency)
 
+    @rank_zero_only
     def on_start(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank != 0 or self._restored or not state.resumed_from:
+        if self._restored or not state.resumed_from:
             return
         metrics_path = Path(state.run_dir) / METRICS_FILE
         if metrics_path.is_file():
@@ -77,23 +80,22 @@ class SummaryPlotHook(Hook):
                 if row["phase_idx"] <= state.phase_idx:
                     self.curves.add_phase(row)
 
+    @rank_zero_only
     def on_step(self, engine: Engine) -> None:
-        state = engine.state
-        if state.rank != 0 or not state.train or state.iteration % self.log_frequency:
+        if not self.every_n_train_iterations(engine, self.log_frequency):
             return
+        state = engine.state
         self.curves.add_step(state.iteration, float(state.loss), float(state.lr))
 
+    @rank_zero_only
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank != 0:
-            return
         self.curves.add_phase(phase_record(state))
         write_curves(self.curves, Path(state.run_dir))
 
+    @rank_zero_only
     def on_end(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank != 0:
-            return
         state.summary["curves"] = write_plot(self.curves, Path(state.run_dir), str(state.run_dir))
 
     def state_dict(self) -> dict[str, Any]:

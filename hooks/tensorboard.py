@@ -6,14 +6,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hookbus.engine.config import Config
-from hookbus.engine.hook import Hook
-from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import phase_mean_loss, recent_batch_time
 from ignite.engine import Engine
 from tensorboardX import FileWriter
 from tensorboardX.proto.summary_pb2 import Summary
 from tensorboardX.summary import scalar
+
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook, rank_zero_only
+from hookbus.engine.priorities import Priority
+from hookbus.hooks.registry import register_hook
+from hookbus.hooks.run_stats import recent_batch_time
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -39,7 +41,7 @@ class TensorBoardHook(Hook):
                                                               (when clipping is on)
                                                               @ ``iteration``
     ``on_phase_end``    ``phase_name``, ``train_phase_idx``,  ``<phase>/loss_epoch`` (mean
-                        ``loss_sum``, ``batches``,            loss, when the phase had a
+                        ``phase_loss``,                       loss, when the phase had a
                         ``metrics``                           batch), ``<phase>/<metric>``
                                                               @ ``train_phase_idx``; flushes
     ``on_end``,         --                                    closes the writer
@@ -62,7 +64,7 @@ class TensorBoardHook(Hook):
         # tensorboard --logdir runs/default/tensorboard
     """
 
-    priority = 40
+    priority = Priority.REPORT
 
     def __init__(self, log_frequency: int) -> None:
         if log_frequency < 1:
@@ -76,18 +78,17 @@ class TensorBoardHook(Hook):
         """The TensorBoard hook at ``cfg.trainer.log_frequency``."""
         return cls(log_frequency=cfg.trainer.log_frequency)
 
+    @rank_zero_only
     def on_start(self, engine: Engine) -> None:
-        state = engine.state
-        if state.rank == 0:
-            self._writer = FileWriter(
-                logdir=str(Path(state.run_dir) / TENSORBOARD_DIR),
-                filename_suffix=f".{time.time_ns()}",
-            )
+        self._writer = FileWriter(
+            logdir=str(Path(engine.state.run_dir) / TENSORBOARD_DIR),
+            filename_suffix=f".{time.time_ns()}",
+        )
 
     def on_step(self, engine: Engine) -> None:
-        state = engine.state
-        if self._writer is None or not state.train or state.iteration % self.log_frequency:
+        if self._writer is None or not self.every_n_train_iterations(engine, self.log_frequency):
             return
+        state = engine.state
         scalars = {
             "train/loss": float(state.loss),
             "train/lr": state.lr,
@@ -102,7 +103,7 @@ class TensorBoardHook(Hook):
             return
         state = engine.state
         scalars = {}
-        loss = phase_mean_loss(state)
+        loss = state.phase_loss
         if loss is not None:
             scalars[f"{state.phase_name}/loss_epoch"] = loss
         for metric, value in state.metrics.items():

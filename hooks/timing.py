@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ignite.engine import Engine
+
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
-from ignite.engine import Engine
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -50,7 +52,7 @@ class TimingHook(Hook):
         # later, in any hook: engine.state.eta_seconds, engine.state.data_wait_fraction
     """
 
-    priority = -40
+    priority = Priority.HIGH + 10
 
     def __init__(self, smoothing: float = 0.1) -> None:
         if not 0 < smoothing <= 1:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import torch
+from ignite.engine import State
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import UnknownNameError
@@ -11,9 +15,6 @@ from hookbus.parts.losses import LOSSES, build_loss
 from hookbus.parts.meters import build_meters
 from hookbus.parts.models import BACKBONES, build_model
 from hookbus.parts.optim import build_optimizer
-from ignite.engine import State
-from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
 
 
 def check_component_names(cfg: Config) -> None:

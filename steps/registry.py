@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hookbus.engine.registry import Registry
 from ignite.engine import Engine
+
+from hookbus.engine.registry import Registry
 
 TrainStep = Callable[[Engine, Any], Any]
 """A train step: ``step(engine, batch)`` runs one batch and fires the inner events."""

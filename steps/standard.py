@@ -6,12 +6,13 @@ from contextlib import nullcontext
 from typing import Any
 
 import torch
+from ignite.engine import Engine
+from torch.nn.parallel import DistributedDataParallel
+
 from hookbus.engine.distributed import all_reduce_mean
 from hookbus.engine.events import SSLEvents
 from hookbus.parts.optim import learning_rate, set_learning_rate
 from hookbus.steps.registry import register_train_step
-from ignite.engine import Engine
-from torch.nn.parallel import DistributedDataParallel
 
 
 def move_to_device(

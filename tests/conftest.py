@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hookbus.engine.config_io import validate_config
 
 from hookbus import Config
+from hookbus.engine.config_io import validate_config
 from tests.tiny_data import TINY
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import build_loss
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
+from hookbus import FakeEngine, SSLEvents
 from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 from hookbus.hooks.methods.key_queue import KeyQueueHook
 from hookbus.hooks.methods.swav_queue import SwavQueueHook
-
-from hookbus import FakeEngine, SSLEvents
 
 GLOBAL_BATCH, DIM, VIEWS, STEPS = 4, 3, 2, 3
 QUEUE = 10

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from torch import Tensor, nn
 
 from hookbus import FakeEngine, SSLEvents
+from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 
 GLOBAL_BATCH, SEED, ITERATION = 8, 3, 5
 

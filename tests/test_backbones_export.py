@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from hookbus.engine.config_io import validate_config
-from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.parts.models import SmallCNN, build_model
-from hookbus.parts.models.resnet import build_resnet
 from torch import nn
 from torchvision.models import resnet18, resnet50
 
 from hookbus import SSLTrainer
 from hookbus.cli import main
+from hookbus.engine.config_io import validate_config
+from hookbus.hooks.checkpoint import CheckpointHook
+from hookbus.parts.models import SmallCNN, build_model
+from hookbus.parts.models.resnet import build_resnet
 from tests.conftest import tiny_config
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hookbus.engine.bus import BusEngine, handler_priorities, hook_plan
 from ignite.engine import Engine, Events
 
 from hookbus import Config, FakeEngine, Hook, SSLEvents, SSLTrainer
+from hookbus.engine.bus import BusEngine, handler_priorities, hook_plan
 
 
 class Tagger(Hook):

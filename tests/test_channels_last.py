@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 import torch
-from hookbus.engine.preemption import PreemptedError
-from hookbus.steps import move_to_device
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer, default_hooks
+from hookbus.engine.preemption import PreemptedError
+from hookbus.steps import move_to_device
 from tests.conftest import tiny_config
 from tests.test_preemption import SignalAt
 

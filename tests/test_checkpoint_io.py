@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from hookbus import CheckpointError
 from hookbus.engine.checkpoint_io import (
     FORMAT,
     POINTER_NAME,
@@ -20,8 +22,6 @@ from hookbus.engine.checkpoint_io import (
     remove_stale_temporaries,
     save_atomic,
 )
-
-from hookbus import CheckpointError
 
 
 def _checkpoint(step: int) -> dict:

@@ -8,16 +8,16 @@ from collections import OrderedDict, namedtuple
 from pathlib import Path
 from typing import Any
 
-import hookbus.hooks.checkpoint as checkpoint_hook_module
 import pytest
 import torch
+
+import hookbus.hooks.checkpoint as checkpoint_hook_module
+from hookbus import Config, FakeEngine, SSLEvents, SSLTrainer
 from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
 from hookbus.engine.checkpoint_writer import CheckpointWriter, snapshot_to_host
 from hookbus.engine.errors import CheckpointWriteError
 from hookbus.engine.phases import Phase
 from hookbus.hooks.checkpoint import CheckpointHook
-
-from hookbus import Config, FakeEngine, SSLEvents, SSLTrainer
 from tests.conftest import tiny_config
 
 

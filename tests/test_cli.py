@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
 
 from hookbus.cli import main
+from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"
@@ -112,4 +112,4 @@ def test_hooks_command_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["hooks", str(RECIPE)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("on_start")
-    assert "meter_sync (-100)" in out
+    assert "meter_sync (FIRST)" in out

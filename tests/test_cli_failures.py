@@ -11,13 +11,13 @@ import errno
 import os
 from pathlib import Path
 
-import hookbus.engine.checkpoint_io as checkpoint_io
 import pytest
 import torch
+
+import hookbus.engine.checkpoint_io as checkpoint_io
+from hookbus.cli import main
 from hookbus.engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint
 from hookbus.engine.distributed import collective_failure
-
-from hookbus.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = str(ROOT / "configs" / "simclr_digits.yaml")

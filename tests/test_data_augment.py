@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from hookbus.engine.config import AugmentConfig
 from hookbus.parts.data import BatchAugment
 

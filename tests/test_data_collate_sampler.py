@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils.data import DataLoader
+
+from hookbus import Config
 from hookbus.engine.config import AugmentConfig
 from hookbus.parts.data import (
     BatchAugment,
@@ -13,9 +16,6 @@ from hookbus.parts.data import (
     build_data_loaders,
     set_loader_epoch,
 )
-from torch.utils.data import DataLoader
-
-from hookbus import Config
 
 
 def dataset(size: int = 40) -> TensorImageDataset:

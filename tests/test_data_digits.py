@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hookbus.engine.config import DataConfig
-from hookbus.parts.data import ImageSplit, TensorImageDataset, load_digits_split
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from hookbus import DATASETS
+from hookbus.engine.config import DataConfig
+from hookbus.parts.data import ImageSplit, TensorImageDataset, load_digits_split
 
 
 @pytest.fixture(scope="module")

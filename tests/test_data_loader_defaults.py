@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+from hookbus import Config
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.data import build_data_loaders, set_loader_epoch
 from hookbus.parts.data.build import pin_memory
 from hookbus.parts.data.loader import SSLDataLoader
 from hookbus.parts.data.shared import SharedInt
-
-from hookbus import Config
 
 
 def _digits(**data: object) -> Config:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from hookbus.engine.config_io import validate_config
-from hookbus.parts.data import ImageFolderDataset, TransformCollate, build_data_loaders
-from hookbus.parts.models import MLPHead, SmallCNN, SSLModel
 from PIL import Image
 
 from hookbus import DATASETS, DataError
+from hookbus.engine.config_io import validate_config
+from hookbus.parts.data import ImageFolderDataset, TransformCollate, build_data_loaders
+from hookbus.parts.models import MLPHead, SmallCNN, SSLModel
 
 
 def write_images(folder: Path, count: int, size: tuple[int, int] = (20, 14), value: int = 0):

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hookbus.engine.checkpoint_io import POINTER_NAME, list_checkpoints, load_checkpoint
-
 from tests.torchrun import python, torchrun
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
+
 from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
 from hookbus.parts.meters import KnnMeter
 from hookbus.parts.meters.knn import extract_features
-from torch import nn
 
 MEMORY = torch.tensor([[1.0, 0.1], [1.0, 0.2], [1.0, -0.1], [0.1, 1.0], [0.2, 1.0], [-0.1, 1.0]])
 MEMORY_LABELS = torch.tensor([0, 0, 0, 1, 1, 1])

@@ -7,15 +7,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-import hookbus.engine.checkpoint_io as checkpoint_io
 import pytest
 import torch
+from ignite.engine import Engine
+
+import hookbus.engine.checkpoint_io as checkpoint_io
+from hookbus import CheckpointError, Hook, SSLTrainer, default_hooks
 from hookbus.engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint
 from hookbus.engine.errors import CheckpointWriteError
 from hookbus.hooks.nan_check import NonFiniteLossError
-from ignite.engine import Engine
-
-from hookbus import CheckpointError, Hook, SSLTrainer, default_hooks
 from tests.conftest import tiny_config
 from tests.failure_hooks import PoisonOutput
 

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from hookbus import Config, FakeEngine, Hook, SSLEvents
 from hookbus.engine.checkpoint_io import (
     POINTER_NAME,
     checkpoint_name,
@@ -15,8 +17,6 @@ from hookbus.engine.checkpoint_io import (
 )
 from hookbus.engine.phases import Phase
 from hookbus.hooks.checkpoint import CheckpointHook
-
-from hookbus import Config, FakeEngine, Hook, SSLEvents
 
 
 class Counter(Hook):

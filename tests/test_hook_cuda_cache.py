@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hookbus.hooks.cuda_cache import CudaCacheHook
 
-from hookbus import HOOKS, Config, FakeEngine
+from hookbus import HOOKS, Config, FakeEngine, Priority
+from hookbus.hooks.cuda_cache import CudaCacheHook
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def iterations_cleared(engine: FakeEngine, cleared: list[int], steps: int, train
 
 def test_registered_with_priority() -> None:
     assert HOOKS.get("cuda_cache") is CudaCacheHook
-    assert CudaCacheHook(clear_freq=1).priority == 90
+    assert CudaCacheHook(clear_freq=1).priority == Priority.LOW
     assert CudaCacheHook(clear_freq=1).name == "cuda_cache"
 
 

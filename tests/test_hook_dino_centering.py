@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 
 from hookbus import FakeEngine
+from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 
 
 def test_teacher_temperature_warms_up_linearly_then_stays() -> None:

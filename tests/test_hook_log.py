@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from hookbus.hooks.log import LOG_FILE, LogHook, peak_memory_mb
 
-from hookbus import HOOKS, Config, FakeEngine, SSLEvents
+from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents
+from hookbus.hooks.log import LOG_FILE, LogHook, peak_memory_mb
 from tests.hook_stubs import Phase
 
 PLAN = [Phase(train=True, length=4), Phase(train=False, length=2), Phase(train=True, length=4)]
@@ -34,7 +34,7 @@ def log_lines(run_dir: Path) -> list[str]:
 
 def test_registered_with_priority() -> None:
     assert HOOKS.get("log") is LogHook
-    assert LogHook(log_frequency=1).priority == 10
+    assert LogHook(log_frequency=1).priority == Priority.REPORT
     assert LogHook(log_frequency=1).name == "log"
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from hookbus.hooks.meter_sync import MeterSyncHook
 from ignite.engine import Engine
 
 from hookbus import FakeEngine, Hook, SSLEvents
+from hookbus.hooks.meter_sync import MeterSyncHook
 
 
 class FixedMeter:

@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 
 import torch
-from hookbus.hooks.metrics_json import METRICS_FILE, MetricsJsonHook
 
-from hookbus import HOOKS, FakeEngine, SSLEvents
+from hookbus import HOOKS, FakeEngine, Priority, SSLEvents
+from hookbus.hooks.metrics_json import METRICS_FILE, MetricsJsonHook
 
 
 def finish_phase(engine: FakeEngine, **fields: object) -> None:
@@ -22,7 +22,7 @@ def read_rows(run_dir: Path) -> list[dict]:
 
 def test_registered_with_priority() -> None:
     assert HOOKS.get("metrics_json") is MetricsJsonHook
-    assert MetricsJsonHook().priority == 30
+    assert MetricsJsonHook().priority == Priority.REPORT
     assert MetricsJsonHook().name == "metrics_json"
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hookbus.engine.config_io import validate_config
-from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook, cosine_momentum
 
 from hookbus import FakeEngine
+from hookbus.engine.config_io import validate_config
+from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook, cosine_momentum
 from tests.method_parts import small_model, views_batch
 
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hookbus.hooks.nan_check import NanCheckHook, NonFiniteLossError
 
-from hookbus import HOOKS, Config, FakeEngine, SSLEvents
+from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents
+from hookbus.hooks.nan_check import NanCheckHook, NonFiniteLossError
 
 
 def train_engine(**fields: object) -> FakeEngine:
@@ -13,7 +13,7 @@ def train_engine(**fields: object) -> FakeEngine:
 
 def test_registered_with_priority() -> None:
     assert HOOKS.get("nan_check") is NanCheckHook
-    assert NanCheckHook().priority == -50
+    assert NanCheckHook().priority == Priority.HIGH
     assert NanCheckHook().name == "nan_check"
     assert issubclass(NonFiniteLossError, FloatingPointError)
 

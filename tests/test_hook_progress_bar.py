@@ -3,9 +3,9 @@ from __future__ import annotations
 import io
 
 import torch
-from hookbus.hooks.progress_bar import ProgressBarHook
 
-from hookbus import HOOKS, Config, FakeEngine, SSLEvents
+from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents
+from hookbus.hooks.progress_bar import ProgressBarHook
 from tests.hook_stubs import Phase
 
 PLAN = [Phase(train=True, length=3), Phase(train=False, length=2)]
@@ -29,7 +29,7 @@ def new_engine() -> FakeEngine:
 
 def test_registered_with_priority() -> None:
     assert HOOKS.get("progress_bar") is ProgressBarHook
-    assert ProgressBarHook().priority == 20
+    assert ProgressBarHook().priority == Priority.REPORT
     assert ProgressBarHook().name == "progress_bar"
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+from hookbus import FakeEngine
 from hookbus.engine.config_io import validate_config
 from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
 from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
-
-from hookbus import FakeEngine
 from tests.method_parts import small_model
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
-from hookbus.hooks.methods.key_queue import KeyQueueHook
-from hookbus.hooks.methods.swav_queue import SwavQueueHook
 
 from hookbus import FakeEngine
+from hookbus.hooks.methods.key_queue import KeyQueueHook
+from hookbus.hooks.methods.swav_queue import SwavQueueHook
 from tests.method_parts import small_model
 
 

@@ -1,19 +1,14 @@
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
+
+from hookbus import FakeEngine
 from hookbus.hooks.run_stats import (
     format_seconds,
     is_cuda,
-    phase_mean_loss,
     phase_record,
     recent_batch_time,
-    train_phase_count,
 )
-
-from hookbus import FakeEngine
-from tests.hook_stubs import Phase
 
 
 def test_is_cuda_accepts_devices_and_names() -> None:
@@ -22,19 +17,9 @@ def test_is_cuda_accepts_devices_and_names() -> None:
     assert not is_cuda("cpu")
 
 
-def test_train_phase_count() -> None:
-    state = FakeEngine(phases=[Phase(True, 2), Phase(False, 1), Phase(True, 2)]).state
-    assert train_phase_count(state) == 2
-
-
 def test_recent_batch_time_averages_the_last_steps() -> None:
     assert recent_batch_time(FakeEngine(batch_time=[9.0, 1.0, 2.0]).state, 2) == 1.5
     assert recent_batch_time(FakeEngine().state, 2) == 0.0
-
-
-def test_phase_mean_loss() -> None:
-    assert phase_mean_loss(FakeEngine(batches=4, loss_sum=torch.tensor(2.0)).state) == 0.5
-    assert phase_mean_loss(FakeEngine(batches=0).state) is None
 
 
 def test_format_seconds() -> None:
@@ -44,7 +29,7 @@ def test_format_seconds() -> None:
 
 
 def test_phase_record_has_the_phase_fields_and_metrics() -> None:
-    state = SimpleNamespace(
+    state = FakeEngine(
         phase_idx=3,
         phase_name="test",
         train=False,
@@ -53,7 +38,7 @@ def test_phase_record_has_the_phase_fields_and_metrics() -> None:
         batches=2,
         loss_sum=torch.tensor(3.0),
         metrics={"knn_top1": 0.5},
-    )
+    ).state
     assert phase_record(state) == {
         "phase_idx": 3,
         "phase": "test",

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from hookbus.hooks.plot import CURVES_FILE, PLOT_FILE
-from hookbus.hooks.summary_plot import SummaryPlotHook
 from PIL import Image
 
-from hookbus import HOOKS, FakeEngine, SSLEvents
+from hookbus import HOOKS, FakeEngine, Priority, SSLEvents
+from hookbus.hooks.plot import CURVES_FILE, PLOT_FILE
+from hookbus.hooks.summary_plot import SummaryPlotHook
 
 
 def train_steps(engine: FakeEngine, count: int) -> None:
@@ -31,7 +31,7 @@ def finish_phase(engine: FakeEngine, **fields: object) -> None:
 def test_registered_with_priority_between_reporting_and_checkpoint() -> None:
     assert HOOKS.get("summary_plot") is SummaryPlotHook
     hook = SummaryPlotHook(log_frequency=1)
-    assert (hook.name, hook.priority) == ("summary_plot", 50)
+    assert (hook.name, hook.priority) == ("summary_plot", Priority.REPORT)
 
 
 def test_log_frequency_must_be_positive() -> None:

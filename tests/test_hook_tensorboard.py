@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hookbus.hooks.tensorboard import TENSORBOARD_DIR, TensorBoardHook
 from tensorboardX.proto.event_pb2 import Event
 
-from hookbus import HOOKS, Config, FakeEngine, SSLEvents
+from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents
+from hookbus.hooks.tensorboard import TENSORBOARD_DIR, TensorBoardHook
 
 
 def read_scalars(run_dir: Path) -> list[tuple[str, int, float]]:
@@ -33,7 +33,7 @@ def engine(tmp_path: Path) -> FakeEngine:
 
 def test_registered_with_priority() -> None:
     assert HOOKS.get("tensorboard") is TensorBoardHook
-    assert TensorBoardHook(log_frequency=1).priority == 40
+    assert TensorBoardHook(log_frequency=1).priority == Priority.REPORT
     assert TensorBoardHook(log_frequency=1).name == "tensorboard"
 
 

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from hookbus.hooks.timing import TimingHook
 
-from hookbus import HOOKS, FakeEngine, SSLEvents
+from hookbus import HOOKS, FakeEngine, Priority, SSLEvents
+from hookbus.hooks.timing import TimingHook
 from tests.hook_stubs import Phase
 
 PLAN = [Phase(train=True, length=4), Phase(train=False, length=2), Phase(train=True, length=4)]
@@ -26,7 +26,7 @@ def timed_step(engine: FakeEngine, batch_time: float, data_time: float = 0.0) ->
 
 def test_registered_with_priority() -> None:
     assert HOOKS.get("timing") is TimingHook
-    assert TimingHook().priority == -40
+    assert TimingHook().priority == Priority.HIGH + 10
     assert TimingHook().name == "timing"
 
 

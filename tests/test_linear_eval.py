@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from hookbus import CheckpointError, SSLTrainer
+from hookbus.export import export_backbone
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.meter_sync import MeterSyncHook
 from hookbus.parts.meters import AccuracyMeter
 from hookbus.parts.models import LinearEvalModel, SmallCNN
 from hookbus.parts.models.pretrained import read_backbone_weights
-
-from hookbus import CheckpointError, SSLTrainer
-from hookbus.export import export_backbone
 from tests.conftest import tiny_config
 
 LINEAR = {

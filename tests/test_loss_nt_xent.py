@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from itertools import combinations
 
-import hookbus.parts.losses.nt_xent as nt_xent
 import pytest
 import torch
-from hookbus.parts.losses import NTXentLoss, build_loss
 
+import hookbus.parts.losses.nt_xent as nt_xent
 from hookbus import LOSSES, Config
+from hookbus.parts.losses import NTXentLoss, build_loss
 
 
 def reference_pair(first: torch.Tensor, second: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hookbus.engine.machine import ProcessSettings, current_settings, flush_denormal_enabled
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer
+from hookbus.engine.machine import ProcessSettings, current_settings, flush_denormal_enabled
 from tests.conftest import tiny_config
 
 

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from hookbus.parts.meters import CollapseMeter
 from hookbus.parts.meters.collapse import feature_std, prototypes_in_use
 

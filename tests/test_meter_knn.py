@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
-from hookbus.parts.meters import KnnMeter, build_meters, knn_predict
 
 from hookbus import METERS, Config
+from hookbus.parts.meters import KnnMeter, build_meters, knn_predict
 
 MEMORY = torch.tensor([[1.0, 0.1], [1.0, 0.2], [1.0, -0.1], [0.1, 1.0], [0.2, 1.0], [-0.1, 1.0]])
 MEMORY_LABELS = torch.tensor([0, 0, 0, 1, 1, 1])

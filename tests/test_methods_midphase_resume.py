@@ -6,8 +6,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from hookbus.engine.preemption import PreemptedError
 
+from hookbus.engine.preemption import PreemptedError
 from tests.test_methods_resume import METHODS, assert_equal_states, run
 from tests.test_preemption import SignalAt
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 import torch
-from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.defaults import method_hooks
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer
+from hookbus.hooks.checkpoint import CheckpointHook
+from hookbus.hooks.defaults import method_hooks
 from tests.conftest import tiny_config
 
 MULTI_CROP = {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}}

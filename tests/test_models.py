@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hookbus.engine.registry import UnknownNameError
-from hookbus.parts.models import MLPHead, SmallCNN, SSLModel, build_model
 from torch import nn
 
 from hookbus import BACKBONES, Config
+from hookbus.engine.registry import UnknownNameError
+from hookbus.parts.models import MLPHead, SmallCNN, SSLModel, build_model
 
 
 def model() -> SSLModel:

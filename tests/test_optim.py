@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hookbus.engine.config import OptimizerConfig
-from hookbus.parts.optim import build_optimizer, learning_rate, set_learning_rate
 from torch import nn
 
 from hookbus import Config
+from hookbus.engine.config import OptimizerConfig
+from hookbus.parts.optim import build_optimizer, learning_rate, set_learning_rate
 
 
 def network() -> nn.Module:

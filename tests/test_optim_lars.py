@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from hookbus.engine.preemption import PreemptedError
-from hookbus.parts.optim import LARS, build_optimizer
 from torch import nn
 
 from hookbus import Config, SSLTrainer, default_hooks
+from hookbus.engine.preemption import PreemptedError
+from hookbus.parts.optim import LARS, build_optimizer
 from tests.conftest import tiny_config
 from tests.test_optim import network
 from tests.test_preemption import SignalAt

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from hookbus import UserError
 from hookbus.hooks.plot import (
     CURVES_FILE,
     PLOT_FILE,
@@ -15,8 +17,6 @@ from hookbus.hooks.plot import (
     read_metrics_rows,
     write_plot,
 )
-
-from hookbus import UserError
 
 
 def sample_curves() -> RunCurves:

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 import torch
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError, PreemptionGuard
-from hookbus.engine.state import init_run_state
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer, default_hooks
+from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError, PreemptionGuard
+from hookbus.engine.state import RunState
 from tests.conftest import tiny_config
 from tests.kill_harness import ROOT, command, final_parameters, write_recipe
 
@@ -99,9 +99,8 @@ def test_preempted_process_exits_75_and_resumes(tmp_path: Path) -> None:
 
 
 def test_run_state_has_no_stop_request_by_default() -> None:
-    from ignite.engine import State
 
-    assert init_run_state(State()).stop_requested is None
+    assert RunState().stop_requested is None
 
 
 def test_mid_phase_resume_with_loader_workers_is_exact(tmp_path: Path) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hookbus.parts.models import build_model
 from ignite.engine import Engine
 from PIL import Image
 
 from hookbus import Hook, SSLTrainer, default_hooks, load_config
+from hookbus.parts.models import build_model
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 METHOD_HOOKS = {

@@ -105,7 +105,7 @@ def test_hooks_page_lists_name_priority_and_events() -> None:
         def on_step(self, engine) -> None: ...
 
     page = hooks_markdown({"marker": Marker})
-    assert "| [`marker`](#marker) | 7 | `on_step` | - | Marks steps. |" in page
+    assert "| [`marker`](#marker) | NORMAL+7 (7) | `on_step` | - | Marks steps. |" in page
     assert "- **reads**: ``iteration``" in page
 
 

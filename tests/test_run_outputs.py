@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hookbus.hooks.plot import CURVES_FILE, PLOT_FILE, build_figure, read_curves, read_metrics_rows
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from hookbus.cli import main
+from hookbus.hooks.plot import CURVES_FILE, PLOT_FILE, build_figure, read_curves, read_metrics_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
-from hookbus.hooks.methods.shuffle_bn import batch_permutation, shuffled_forward
 
 from hookbus import load_config
+from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
+from hookbus.hooks.methods.shuffle_bn import batch_permutation, shuffled_forward
 from tests.dist_shuffle_worker import GLOBAL_BATCH, ITERATION, SEED, TinyEncoder, global_views
 from tests.torchrun import torchrun
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from hookbus.steps.standard import clip_gradients
 from ignite.engine import Engine
 from torch import nn
 
 from hookbus import Hook, SSLTrainer
+from hookbus.steps.standard import clip_gradients
 from tests.conftest import tiny_config
 
 

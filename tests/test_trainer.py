@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 import torch
-from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
-from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.meter_sync import MeterSyncHook
 from ignite.engine import Engine
 
 from hookbus import ConfigError, Hook, SSLEvents, SSLTrainer, default_hooks
+from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
+from hookbus.hooks.checkpoint import CheckpointHook
+from hookbus.hooks.meter_sync import MeterSyncHook
 from tests.conftest import tiny_config
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from hookbus.parts.data import TensorImageDataset
 
 from hookbus import DATASETS
+from hookbus.parts.data import TensorImageDataset
 
 TINY = "tiny_test_images"
 

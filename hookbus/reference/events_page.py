@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hookbus.engine.events import EVENT_COUNTERS, SSLEvents
+from hookbus.engine.priorities import priority_label
 from hookbus.reference.docstrings import find_table, prose, summary_line
 from hookbus.reference.hooks_page import hook_classes, subscribed_events
 
@@ -26,7 +27,7 @@ def events_markdown() -> str:
     subscribers: dict[SSLEvents, list[str]] = {event: [] for event in SSLEvents}
     for name, hook_class in sorted(hook_classes().items(), key=lambda item: item[1].priority):
         for event in subscribed_events(hook_class):
-            subscribers[event].append(f"`{name}` ({hook_class.priority})")
+            subscribers[event].append(f"`{name}` ({priority_label(hook_class.priority)})")
     lines = [
         "# Events",
         "",

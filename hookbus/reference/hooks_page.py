@@ -9,6 +9,7 @@ import hookbus.hooks
 from hookbus.engine.config import Config
 from hookbus.engine.events import SSLEvents
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import priority_label
 from hookbus.hooks.defaults import default_hooks
 from hookbus.hooks.registry import HOOKS
 from hookbus.reference.docstrings import find_table, prose, summary_line, to_markdown
@@ -76,8 +77,9 @@ def hooks_markdown(classes: dict[str, type[Hook]] | None = None) -> str:
     for name, hook_class in ordered:
         events = ", ".join(f"`{event.value}`" for event in subscribed_events(hook_class))
         default = "yes" if name in default_names else "-"
+        level = f"{priority_label(hook_class.priority)} ({hook_class.priority})"
         lines.append(
-            f"| [`{name}`](#{name}) | {hook_class.priority} | {events} | {default} "
+            f"| [`{name}`](#{name}) | {level} | {events} | {default} "
             f"| {prose(summary_line(hook_class.__doc__)).replace('|', '&#124;')} |"
         )
     for name, hook_class in ordered:
@@ -85,7 +87,8 @@ def hooks_markdown(classes: dict[str, type[Hook]] | None = None) -> str:
             "",
             f"## {name}",
             "",
-            f"`{hook_class.__module__}.{hook_class.__qualname__}` · priority {hook_class.priority}",
+            f"`{hook_class.__module__}.{hook_class.__qualname__}` · priority "
+            f"{priority_label(hook_class.priority)} ({hook_class.priority})",
             "",
             to_markdown(hook_class.__doc__),
         ]

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
-from hookbus.engine.state import RUN_STATE_FIELDS
-from hookbus.reference.docstrings import find_table, prose
+from hookbus.engine.state import RUN_STATE_FIELDS, RunState
+from hookbus.reference.docstrings import find_table, prose, summary_line
 from hookbus.reference.hooks_page import hook_classes
 
 _FIELD = re.compile(r"``(?:state\.)?([a-z_]+)")
 
 
+DERIVED: tuple[str, ...] = ("phase_loss", "train_phase_count")
+"""The properties of :class:`RunState` computed from its fields."""
+
+
 def readers() -> dict[str, list[str]]:
     """``{field: names of the hooks whose docstring table says they read it}``."""
-    found: dict[str, list[str]] = {name: [] for name in RUN_STATE_FIELDS}
+    found: dict[str, list[str]] = {name: [] for name in [*RUN_STATE_FIELDS, *DERIVED]}
     for hook_name, hook_class in sorted(hook_classes().items()):
         table = find_table(hook_class.__doc__)
         cells = " ".join(table.cells("reads")) if table is not None else ""
-        for field in dict.fromkeys(_FIELD.findall(cells)):
-            if field in found:
-                found[field].append(hook_name)
+        for name in dict.fromkeys(_FIELD.findall(cells)):
+            if name in found:
+                found[name].append(hook_name)
     return found
+
+
+def _default(spec: dataclasses.Field) -> str:
+    value = spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
+    return repr(value).replace("|", "\\|")
 
 
 def run_state_markdown() -> str:
@@ -29,17 +39,33 @@ def run_state_markdown() -> str:
     lines = [
         "# Run state",
         "",
-        "Generated from `engine/state.py` (`RUN_STATE_FIELDS`) and the hooks' docstrings",
-        "by `make docs-reference`. The trainer and `hookbus.engine.testing.FakeEngine` set every",
-        "field on `engine.state` to its default before a run; hooks and train steps read",
-        "and write them. *Read by* lists the hooks in `hooks/` whose docstring table names",
-        "the field.",
+        "Generated from `engine/state.py` (`RunFields`, `RunState`) and the hooks'",
+        "docstrings by `make docs-reference`. `engine.state` is a `hookbus.RunState`:",
+        "ignite's `State` with the fields below, each declared once with its type and",
+        "default. The trainer and `hookbus.FakeEngine` start every run with these",
+        "defaults; hooks and train steps read and write them. *Read by* lists the hooks in",
+        "`hooks/` whose docstring table names the field.",
         "",
-        "| field | default | meaning | read by |",
-        "|---|---|---|---|",
+        "| field | type | default | meaning | read by |",
+        "|---|---|---|---|---|",
     ]
-    for name, field in RUN_STATE_FIELDS.items():
+    for name, spec in RUN_STATE_FIELDS.items():
         hooks = ", ".join(f"`{hook}`" for hook in read_by[name]) or "-"
-        default = repr(field.default()).replace("|", "\\|")
-        lines.append(f"| `{name}` | `{default}` | {prose(field.doc)} | {hooks} |")
+        kind = str(spec.type).replace("|", "or")
+        meaning = prose(spec.metadata["doc"])
+        lines.append(f"| `{name}` | {kind} | `{_default(spec)}` | {meaning} | {hooks} |")
+    lines += [
+        "",
+        "## Derived values",
+        "",
+        "Properties of `RunState` computed from the fields, so that every hook reads the",
+        "same value and it is computed once.",
+        "",
+        "| property | meaning | read by |",
+        "|---|---|---|",
+    ]
+    for name in DERIVED:
+        hooks = ", ".join(f"`{hook}`" for hook in read_by[name]) or "-"
+        meaning = prose(summary_line(getattr(RunState, name).__doc__))
+        lines.append(f"| `{name}` | {meaning} | {hooks} |")
     return "\n".join(lines) + "\n"

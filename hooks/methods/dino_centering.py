@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from ignite.engine import Engine
+
 from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
-from ignite.engine import Engine
 
 
 @register_hook("dino_centering")
@@ -33,7 +35,7 @@ class DinoCenteringHook(Hook):
     State: the center, in checkpoints under ``dino_centering``.
     """
 
-    priority = -20
+    priority = Priority.METHOD + 10
 
     def __init__(
         self,

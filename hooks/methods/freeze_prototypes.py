@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ignite.engine import Engine
+
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
-from ignite.engine import Engine
 
 
 @register_hook("freeze_prototypes")
@@ -26,7 +28,7 @@ class FreezePrototypesHook(Hook):
     gradients of a frozen step's earlier batches are dropped with it.
     """
 
-    priority = -10
+    priority = Priority.METHOD + 20
 
     def __init__(self, *, iterations: int = 0, epochs: int = 0) -> None:
         super().__init__()

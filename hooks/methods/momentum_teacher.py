@@ -8,12 +8,14 @@ import math
 from typing import Any
 
 import torch
-from hookbus.engine.config import Config
-from hookbus.engine.hook import Hook
-from hookbus.hooks.methods.shuffle_bn import shuffled_forward
-from hookbus.hooks.registry import register_hook
 from ignite.engine import Engine
 from torch import nn
+
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
+from hookbus.hooks.methods.shuffle_bn import shuffled_forward
+from hookbus.hooks.registry import register_hook
 
 TEACHER_OUTPUTS = ("embeddings", "scores")
 """Per-view outputs of the teacher written to ``state.last_output`` as ``teacher_<name>``."""
@@ -54,7 +56,7 @@ class MomentumTeacherHook(Hook):
     State: the teacher's ``state_dict``, in checkpoints under ``momentum_teacher``.
     """
 
-    priority = -30
+    priority = Priority.METHOD
 
     def __init__(
         self,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from ignite.engine import Engine
+
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
-from ignite.engine import Engine
 
 
 @register_hook("prototype_normalization")
@@ -26,7 +28,7 @@ class PrototypeNormalizationHook(Hook):
     differently from an uninterrupted run).
     """
 
-    priority = -10
+    priority = Priority.METHOD + 20
 
     @classmethod
     def from_config(cls, cfg: Config) -> PrototypeNormalizationHook:

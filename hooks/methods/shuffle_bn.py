@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from hookbus.engine import distributed
 from torch import Tensor, nn
+
+from hookbus.engine import distributed
 
 
 def batch_permutation(size: int, *, seed: int, iteration: int) -> Tensor:

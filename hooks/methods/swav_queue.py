@@ -6,11 +6,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from ignite.engine import Engine
+
 from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
-from ignite.engine import Engine
 
 
 @register_hook("swav_queue")
@@ -36,7 +38,7 @@ class SwavQueueHook(Hook):
     under ``swav_queue``.
     """
 
-    priority = -20
+    priority = Priority.METHOD + 10
 
     def __init__(self, size: int, *, start_epoch: int = 0, assign_views: int = 2) -> None:
         super().__init__()

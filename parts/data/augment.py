@@ -6,8 +6,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from hookbus.engine.config import AugmentConfig
 from torch import Tensor
+
+from hookbus.engine.config import AugmentConfig
 
 ERASE_ASPECT = (0.3, 3.3)
 """Aspect-ratio range (width / height) of the erased rectangle, as torchvision's default."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import torch
+from torch.utils.data import DataLoader, Dataset
+
 from hookbus.engine.config import Config
 from hookbus.parts.data.augment import BatchAugment
 from hookbus.parts.data.collate import ViewCollate
@@ -11,7 +13,6 @@ from hookbus.parts.data.loader import SSLDataLoader
 from hookbus.parts.data.sampler import PhaseSampler
 from hookbus.parts.data.transform_collate import TransformCollate
 from hookbus.parts.data.transforms import clean_transform, view_transform
-from torch.utils.data import DataLoader, Dataset
 
 Collate = ViewCollate | TransformCollate
 

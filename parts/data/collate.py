@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch import Tensor
+
 from hookbus.parts.data.augment import BatchAugment
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.shared import SharedInt
-from torch import Tensor
 
 Sample = tuple[Tensor, Tensor | int, int]
 """One data-set item: ``(image, label, index)``."""

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
 from hookbus.engine.config import DataConfig
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import Registry
 from hookbus.parts.data.digits import load_digits_split
 from hookbus.parts.data.image_folder import ImageFolderDataset
 from hookbus.parts.data.synthetic import SYNTHETIC_SEED, make_synthetic_images
-from torch import Tensor
-from torch.utils.data import Dataset
 
 DIGITS_SPLIT_SEED = 0
 """The digits train/test split is fixed, whatever the run's seed."""

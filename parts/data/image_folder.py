@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hookbus.engine.errors import DataError
 from PIL import Image
 from torch import Tensor
 from torch.utils.data import Dataset
 from torchvision.transforms.v2.functional import pil_to_tensor
+
+from hookbus.engine.errors import DataError
 
 IMAGE_EXTENSIONS = (
     ".bmp",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from hookbus.engine.threads import one_torch_thread
 from torch.utils.data import DataLoader
+
+from hookbus.engine.threads import one_torch_thread
 
 
 class SSLDataLoader(DataLoader):

@@ -6,8 +6,9 @@ import math
 from collections.abc import Iterator
 
 import torch
-from hookbus.parts.data.seeding import mix_seed
 from torch.utils.data import Sampler
+
+from hookbus.parts.data.seeding import mix_seed
 
 
 class PhaseSampler(Sampler[int]):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 
 import torch
-from hookbus.engine.config import SyntheticDataConfig
 from torch import Tensor
+
+from hookbus.engine.config import SyntheticDataConfig
 
 SYNTHETIC_SEED = 0
 """The synthetic images are fixed, whatever the run's seed."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+from torch import Tensor
+
 from hookbus.parts.data.collate import Batch, Sample
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.shared import SharedInt
-from torch import Tensor
 
 ImageTransform = Callable[[Tensor], Tensor]
 """A per-image transform: a uint8 image ``[C, H, W]`` to a float image of a fixed size."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
-from hookbus.engine.config import TorchvisionAugmentConfig
 from torchvision.transforms import v2
+
+from hookbus.engine.config import TorchvisionAugmentConfig
 
 CENTER_CROP_FRACTION = 0.875
 """Clean images are resized to ``size / 0.875`` on the short side, then center-cropped."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 from itertools import combinations
 
 import torch
+from torch import Tensor, nn
+
 from hookbus.engine import distributed
 from hookbus.parts.losses.precision import at_least_float32
-from torch import Tensor, nn
 
 
 class BarlowTwinsLoss(nn.Module):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from torch import nn
+
 from hookbus.engine.config import Config, LossConfig
 from hookbus.engine.registry import Registry
 from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
@@ -13,7 +15,6 @@ from hookbus.parts.losses.dino import DinoLoss
 from hookbus.parts.losses.moco import MocoLoss
 from hookbus.parts.losses.nt_xent import NTXentLoss
 from hookbus.parts.losses.swav import SwavLoss
-from torch import nn
 
 LOSSES: Registry[Callable[[LossConfig], nn.Module]] = Registry("loss")
 """Builders ``(cfg.loss) -> loss module``, chosen by ``loss.name``. A loss module is

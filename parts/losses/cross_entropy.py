@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch.nn.functional as F
-from hookbus.parts.losses.precision import at_least_float32
 from torch import Tensor, nn
+
+from hookbus.parts.losses.precision import at_least_float32
 
 
 class ClassificationLoss(nn.Module):

@@ -6,9 +6,10 @@ from itertools import combinations
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor, nn
+
 from hookbus.engine import distributed
 from hookbus.parts.losses.precision import at_least_float32
-from torch import Tensor, nn
 
 
 class NTXentLoss(nn.Module):

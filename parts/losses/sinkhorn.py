@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
-from hookbus.engine import distributed
 from torch import Tensor
+
+from hookbus.engine import distributed
 
 
 @torch.no_grad()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor, nn
+
 from hookbus.parts.losses.precision import at_least_float32
 from hookbus.parts.losses.sinkhorn import sinkhorn
-from torch import Tensor, nn
 
 
 class SwavLoss(nn.Module):

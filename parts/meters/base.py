@@ -8,10 +8,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from hookbus.engine import distributed
 from torch import Tensor
 from torch.nn import Module
 from torch.types import Device
+
+from hookbus.engine import distributed
 
 
 class Meter(ABC):

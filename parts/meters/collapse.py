@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
+
 from hookbus.parts.losses.dino import teacher_targets
 from hookbus.parts.meters.base import Meter
-from torch import Tensor
 
 
 def feature_std(features: Tensor) -> Tensor:

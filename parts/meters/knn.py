@@ -6,10 +6,11 @@ from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
-from hookbus.parts.meters.base import Meter
 from torch import Tensor
 from torch.nn import Module
 from torch.types import Device
+
+from hookbus.parts.meters.base import Meter
 
 
 def knn_predict(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from torch import nn
+
 from hookbus.engine.config import BackboneConfig, Config
 from hookbus.engine.registry import Registry
 from hookbus.parts.models.heads import MLPHead, Prototypes
@@ -12,7 +14,6 @@ from hookbus.parts.models.pretrained import load_backbone_weights
 from hookbus.parts.models.resnet import build_resnet
 from hookbus.parts.models.small_cnn import SmallCNN
 from hookbus.parts.models.ssl_model import SSLModel
-from torch import nn
 
 BACKBONES: Registry[Callable[[BackboneConfig], nn.Module]] = Registry("backbone")
 """Builders ``(cfg.model.backbone) -> backbone`` with an ``out_dim``, by ``backbone.name``."""

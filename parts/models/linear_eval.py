@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from hookbus.parts.models.ssl_model import ModelOutput
 from torch import Tensor, nn
+
+from hookbus.parts.models.ssl_model import ModelOutput
 
 
 class LinearEvalModel(nn.Module):

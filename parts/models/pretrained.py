@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from torch import Tensor, nn
+
 from hookbus.engine.checkpoint_io import FORMAT, load_checkpoint
 from hookbus.engine.errors import CheckpointError
-from torch import Tensor, nn
 
 BACKBONE_PREFIX = "backbone."
 """Prefix of the backbone's keys in an SSL model's state dict."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
+
 from hookbus.engine.config import Config
 from hookbus.parts.optim.lars import LARS
-from torch import nn
 
 
 def parameter_groups(model: nn.Module, weight_decay: float, adapt: bool = False) -> list[dict]:

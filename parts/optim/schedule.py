@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+
 from hookbus.engine.config import OptimizerConfig
 
 
