@@ -33,13 +33,32 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def threads_per_rank(nproc: int) -> int:
+    """Each rank's share of the cores this process may run on (at least one).
+
+    ``nproc`` processes that each start torch's default pool (one thread per core) put
+    ``nproc`` times as many busy threads as cores on the machine, and they slow each
+    other down; torchrun avoids it the same way (one thread each unless
+    ``OMP_NUM_THREADS`` says otherwise).
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // nproc)
+
+
 def launch_local(cli_args: Sequence[str], nproc: int, *, grace_seconds: float = 10.0) -> int:
-    """Run ``hookbus <cli_args>`` as ``nproc`` ranks on loopback; returns the exit status."""
+    """Run ``hookbus <cli_args>`` as ``nproc`` ranks on loopback; returns the exit status.
+
+    Each rank gets :func:`threads_per_rank` torch threads through ``OMP_NUM_THREADS``,
+    unless the environment sets it already (``machine.num_threads`` in the config still
+    wins inside each rank).
+    """
     port = free_port()
+    threads = os.environ.get("OMP_NUM_THREADS") or str(threads_per_rank(nproc))
     ranks = []
     for rank in range(nproc):
         env = {
             **os.environ,
+            "OMP_NUM_THREADS": threads,
             "RANK": str(rank),
             "LOCAL_RANK": str(rank),
             "WORLD_SIZE": str(nproc),
@@ -49,7 +68,7 @@ def launch_local(cli_args: Sequence[str], nproc: int, *, grace_seconds: float = 
         }
         command = [sys.executable, "-m", "hookbus", *cli_args]
         ranks.append(subprocess.Popen(command, env=env))
-    logger.info("started %d ranks on 127.0.0.1:%d", nproc, port)
+    logger.info("started %d ranks on 127.0.0.1:%d, %s torch threads each", nproc, port, threads)
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for process in ranks:
