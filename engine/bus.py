@@ -1,53 +1,62 @@
-"""The bus: an ignite engine with cheap SSL-event dispatch, and priority-ordered handlers.
+"""The bus: an ignite engine with the SSL events, cheap dispatch and ordered handlers.
 
-ignite runs the handlers of an event in registration order. The bus keeps, per engine,
-a sorted plan of ``(priority, sequence)`` for the handlers it added and re-registers the
-ones that must run after a newcomer, so that lower priorities run first and ties keep
-their registration order. The order is resolved once, at attach time.
+:class:`BusEngine` is the engine of :class:`hookbus.SSLTrainer` and of
+:class:`hookbus.FakeEngine`. Everything ignite offers on an engine works on it
+(``add_event_handler`` with extra arguments and event filters, removable handles,
+``has_event_handler``, ``state_dict``, ``terminate``), with these differences:
 
-:class:`BusEngine` makes firing cheap: ignite's ``fire_event`` scans the list of allowed
-events and formats a debug message on every call (about 10 us each, and a step fires
-five events); ``BusEngine`` keeps, for each SSL event, a tuple of ready-to-call handlers,
-rebuilt whenever a handler is added or removed, and firing is a loop over that tuple.
+- handlers run in ``(priority, registration order)`` on every event
+  (:mod:`hookbus.engine.handler_order`); ignite's own handlers get ``Priority.NORMAL``,
+  or the priority of an enclosing ``with engine.at_priority(level):`` block;
+- a filter on an event that has no counter (``on_start(every=2)``, say) is refused when
+  the handler is attached, not when the event fires;
+- firing an SSL event, or one of ignite's events that the trainer fires every step, is
+  a loop over a tuple of ready handlers (ignite's ``fire_event`` checks the event
+  against a list and formats a debug message on every call, about 10 us);
+- ``run()`` is refused: the trainer runs the phases (``trainer.train()``);
+- ``terminate()`` also records who asked, in ``state.stopped_by``.
 """
 
 from __future__ import annotations
 
-import bisect
+import sys
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from ignite.engine import Engine
-from ignite.engine.events import RemovableEventHandle
+from ignite.engine import Engine, Events, EventsList, State
+from ignite.engine.events import CallableEventWithFilter, RemovableEventHandle
 
-from hookbus.engine.events import EVENT_COUNTERS, SSLEvents
+from hookbus.engine.events import EVENT_COUNTERS, IGNITE_EVENTS, SSLEvents
+from hookbus.engine.handler_order import forget_removed, place_newest
+from hookbus.engine.priorities import Priority
 from hookbus.engine.state import RunState
-
-_PLAN_ATTR = "_hookbus_plan"
 
 Handler = Callable[[Engine], Any]
 """A handler as the fast path calls it: with the engine as its only argument."""
+
+FAST_EVENTS: tuple[Any, ...] = (
+    *SSLEvents,
+    *(
+        event
+        for event in IGNITE_EVENTS
+        if event not in (Events.EXCEPTION_RAISED, Events.TERMINATE_SINGLE_EPOCH)
+    ),
+)
+"""The events fired through the fast path: those whose handlers take the engine alone
+(ignite passes ``EXCEPTION_RAISED`` the exception, ``TERMINATE_SINGLE_EPOCH`` a count)."""
 
 
 class BusEngine(Engine):
     """An ignite ``Engine`` with the SSL events registered and a fast path to fire them.
 
-    Everything ignite offers keeps working: ``add_event_handler`` (extra arguments,
-    handlers without the engine argument, event filters such as
-    ``SSLEvents.ON_STEP(every=100)``), ``remove_event_handler``, removable handles, and
-    ignite's own events, which go through ignite's ``fire_event``. What changes is the
-    cost of firing an SSL event: no check against the list of allowed events, no
-    logging, one loop over a tuple of handlers resolved when the handlers changed.
-
-    A handler added while its event is being fired runs from the next firing on.
-
     Example::
 
         engine = BusEngine(train_step)
-        engine.add_event_handler(SSLEvents.ON_STEP, lambda e: print(e.state.iteration))
-        engine.fire_event(SSLEvents.ON_STEP)
+        engine.add_event_handler(SSLEvents.ON_STEP(every=10), lambda e: print(e.state.loss))
+        with engine.at_priority(Priority.LAST):
+            ProgressBar().attach(engine)  # its handlers run after every hook's
     """
 
     state: RunState
@@ -55,26 +64,58 @@ class BusEngine(Engine):
 
     def __init__(self, process_function: Callable[[Engine, Any], Any]) -> None:
         self._dispatch: dict[int, tuple[Handler, ...]] = {}
+        self._placing: tuple[int, str | None] = (Priority.NORMAL, None)
         super().__init__(process_function)
         self.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
         self.state = RunState()
         self._rebuild_dispatch()
 
+    @contextmanager
+    def at_priority(self, priority: int, *, name: str | None = None) -> Iterator[None]:
+        """Handlers added inside the block run at ``priority`` among their event's handlers.
+
+        For ignite's handlers, metrics and loggers, whose ``attach`` registers handlers
+        itself; lower runs first (see :class:`hookbus.Priority`). ``name`` names them in
+        the hook plan.
+
+        Example::
+
+            with trainer.engine.at_priority(Priority.FIRST):
+                TerminateOnNan().attach(...)  # or engine.add_event_handler(...)
+        """
+        saved = self._placing
+        self._placing = (int(priority), name)
+        try:
+            yield
+        finally:
+            self._placing = saved
+
     def add_event_handler(
         self, event_name: Any, handler: Callable, *args: Any, **kwargs: Any
     ) -> RemovableEventHandle:
-        """ignite's ``add_event_handler``; the SSL events' dispatch tuples follow."""
+        """ignite's ``add_event_handler``; the handler takes its place by priority.
+
+        Raises ValueError for a filter on an event without a counter (see
+        :data:`hookbus.engine.events.EVENT_COUNTERS`).
+        """
+        if isinstance(event_name, EventsList):
+            return super().add_event_handler(event_name, handler, *args, **kwargs)
+        _check_filter(event_name)
         handle = super().add_event_handler(event_name, handler, *args, **kwargs)
+        priority, name = self._placing
+        place_newest(self, event_name, priority, name)
         self._rebuild_dispatch()
         return handle
 
     def remove_event_handler(self, handler: Callable, event_name: Any) -> None:
-        """ignite's ``remove_event_handler``; the SSL events' dispatch tuples follow."""
+        """ignite's ``remove_event_handler``; the dispatch tuples follow."""
         super().remove_event_handler(handler, event_name)
+        forget_removed(self)
         self._rebuild_dispatch()
 
     def fire_event(self, event_name: Any) -> None:
-        """Run the handlers of ``event_name``: SSL events by the fast path, others by ignite."""
+        """Run the handlers of ``event_name``: the fast path for :data:`FAST_EVENTS`,
+        ignite's ``fire_event`` for the others."""
         handlers = self._dispatch.get(id(event_name))
         if handlers is None:
             super().fire_event(event_name)
@@ -83,24 +124,60 @@ class BusEngine(Engine):
         for handler in handlers:
             handler(self)
 
-    def handlers(self, event: SSLEvents) -> tuple[Handler, ...]:
-        """The handlers of an SSL event, in the order they run, each a callable of the
-        engine (for a caller that must run them one by one, such as on_exception)."""
+    def handlers(self, event: Any) -> tuple[Handler, ...]:
+        """The handlers of a fast-path event, in the order they run, each a callable of
+        the engine (for a caller that must run them one by one, such as on_exception)."""
         return self._dispatch[id(event)]
 
-    def _rebuild_dispatch(self) -> None:
-        """Resolve each SSL event's registered handlers into callables of the engine.
+    def run(self, *args: Any, **kwargs: Any) -> State:
+        """Refused: hookbus runs the phases itself. Call ``SSLTrainer.train()``."""
+        raise RuntimeError(
+            "the hookbus engine runs no ignite loop of its own: call trainer.train() "
+            "(SSLTrainer.train), which runs the config's train and test phases and fires "
+            "ignite's events (STARTED, EPOCH_*, ITERATION_*, COMPLETED) around them"
+        )
 
-        Keys are the ``id`` of the ``SSLEvents`` members (hashing an enum member runs
-        Python code); an event object that is not one of them misses and goes to ignite.
+    def terminate(self, skip_completed: bool = False) -> None:
+        """ignite's ``terminate()``: the run ends at the next step boundary. Records the
+        caller in ``state.stopped_by`` (the first request wins)."""
+        super().terminate(skip_completed)
+        if self.state.stopped_by is None:
+            self.state.stopped_by = f"terminate() in {_caller()}"
+
+    def _rebuild_dispatch(self) -> None:
+        """Resolve each fast-path event's handlers into callables of the engine.
+
+        Keys are the ``id`` of the event objects (hashing an enum member runs Python
+        code); an event object that is not one of them misses and goes to ignite.
         """
         self._dispatch = {
             id(event): tuple(
                 _engine_call(handler, args, kwargs)
                 for handler, args, kwargs in self._event_handlers.get(event, ())
             )
-            for event in SSLEvents
+            for event in FAST_EVENTS
         }
+
+
+def _check_filter(event: Any) -> None:
+    if not isinstance(event, CallableEventWithFilter) or event.filter is None:
+        return
+    if event in State.event_to_attr:
+        return
+    raise ValueError(
+        f"{event.name} fires at most once per run or has no counter, so a filter "
+        "(every/once/before/after/event_filter) on it has nothing to count: attach the "
+        f"handler to the event without a filter. Events that take filters: "
+        f"{', '.join(event.name for event in EVENT_COUNTERS)} and ignite's STARTED, "
+        "EPOCH_*, ITERATION_*, GET_BATCH_*, COMPLETED"
+    )
+
+
+def _caller() -> str:
+    """The function that called ``terminate()``: ``EarlyStopping.__call__``, say."""
+    frame = sys._getframe(2)
+    code = frame.f_code
+    return getattr(code, "co_qualname", code.co_name)
 
 
 def _engine_call(handler: Callable, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Handler:
@@ -118,93 +195,33 @@ def _engine_call(handler: Callable, args: tuple[Any, ...], kwargs: dict[str, Any
     return lambda engine: handler(*extra, **kwargs)
 
 
-@dataclass(order=True)
-class Registration:
-    """One handler registered through the bus."""
-
-    priority: int
-    sequence: int
-    name: str = field(compare=False)
-    handler: Callable[[Engine], Any] = field(compare=False)
+IGNITE_STATE_KEYS = ("iteration", "epoch", "max_epochs", "max_iters", "epoch_length")
+IGNITE_STATE_KEYS += ("dataloader", "seed", "metrics", "output", "batch", "times")
 
 
-def _plan(engine: Engine) -> dict[Any, list[Registration]]:
-    plan = getattr(engine, _PLAN_ATTR, None)
-    if plan is None:
-        plan = {}
-        setattr(engine, _PLAN_ATTR, plan)
-    return plan
+def prepare_engine(engine: Engine) -> Engine:
+    """Make any ignite ``engine`` ready for hookbus hooks; returns it.
 
+    Registers the SSL events (with the counters their filters read) and puts a
+    :class:`RunState` in place of ``engine.state``, keeping ignite's fields
+    (``iteration``, ``epoch``, ``metrics``...) as they were. Hooks attached afterwards
+    run in priority order among the engine's handlers; firing the SSL events is up to
+    the engine's process function (as the standard train step does). Calling it twice
+    changes nothing.
 
-def add_handler(
-    engine: Engine,
-    event: SSLEvents,
-    handler: Callable[[Engine], Any],
-    *,
-    priority: int = 0,
-    name: str | None = None,
-) -> Registration:
-    """Register ``handler`` for ``event`` so that it runs in priority order.
+    Example::
 
-    Lower priorities run first; equal priorities run in the order they were added.
-    Returns the registration, which :func:`remove_handler` takes back.
+        trainer = Engine(my_step)
+        prepare_engine(trainer)
+        TimingHook().attach(trainer)
     """
-    entries = _plan(engine).setdefault(event, [])
-    sequence = 1 + max(
-        (e.sequence for entries_ in _plan(engine).values() for e in entries_), default=-1
-    )
-    entry = Registration(priority, sequence, name or _handler_name(handler), handler)
-    position = bisect.bisect_right(entries, entry)
-    later = entries[position:]
-    for moved in later:
-        engine.remove_event_handler(moved.handler, event)
-    engine.add_event_handler(event, handler)
-    for moved in later:
-        engine.add_event_handler(event, moved.handler)
-    entries.insert(position, entry)
-    return entry
-
-
-def remove_handler(engine: Engine, event: SSLEvents, registration: Registration) -> None:
-    """Remove a handler that :func:`add_handler` registered."""
-    entries = _plan(engine).get(event, [])
-    entries.remove(registration)
-    engine.remove_event_handler(registration.handler, event)
-
-
-def hook_plan(engine: Engine) -> dict[str, list[str]]:
-    """For each SSL event, the names of its handlers in the order they run.
-
-    Handlers added with ignite's own ``add_event_handler`` are listed too, by their
-    qualified name, at the place ignite will run them.
-    """
-    names: dict[int, str] = {}
-    for entries in _plan(engine).values():
-        for entry in entries:
-            names[id(entry.handler)] = entry.name
-    plan: dict[str, list[str]] = {}
-    for event in SSLEvents:
-        handlers = engine._event_handlers.get(event, [])
-        plan[event.value] = [names.get(id(h), _handler_name(h)) for h, _, _ in handlers]
-    return plan
-
-
-def handler_priorities(engine: Engine) -> dict[str, list[tuple[str, int]]]:
-    """Like :func:`hook_plan`, with each bus handler's priority (ignite-native ones: 0)."""
-    priorities: dict[int, int] = {}
-    for entries in _plan(engine).values():
-        for entry in entries:
-            priorities[id(entry.handler)] = entry.priority
-    plan = hook_plan(engine)
-    result: dict[str, list[tuple[str, int]]] = {}
-    for event in SSLEvents:
-        handlers = engine._event_handlers.get(event, [])
-        result[event.value] = [
-            (name, priorities.get(id(h), 0))
-            for name, (h, _, _) in zip(plan[event.value], handlers, strict=True)
-        ]
-    return result
-
-
-def _handler_name(handler: Callable[..., Any]) -> str:
-    return getattr(handler, "__qualname__", None) or repr(handler)
+    missing = [event for event in SSLEvents if not engine.has_registered_events(event)]
+    if missing:
+        engine.register_events(*missing, event_to_attr=dict(EVENT_COUNTERS))
+    if not isinstance(engine.state, RunState):
+        old = engine.state
+        engine.state = RunState()
+        for key in IGNITE_STATE_KEYS:
+            if hasattr(old, key):
+                setattr(engine.state, key, getattr(old, key))
+    return engine

@@ -27,6 +27,11 @@ class TrainerConfig(Section):
         1, ge=1, description="a test phase after every N train phases"
     )
     log_frequency: int = Field(10, ge=1, description="log a line every N train iterations")
+    resume_stopped: bool = Field(
+        False,
+        description="go on with a run that a handler ended early with engine.terminate() "
+        "(without it, such a run counts as finished and a rerun trains nothing)",
+    )
     imports: list[str] = Field(
         default_factory=list,
         description="modules imported before the run, so that the steps, hooks and "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ignite.engine import EventEnum
+from ignite.engine import EventEnum, Events
 
 
 class SSLEvents(EventEnum):
@@ -37,13 +37,46 @@ class SSLEvents(EventEnum):
     ON_EXCEPTION = "on_exception"
 
 
-# Counters that ignite's ``every=``/``once=`` filters read for each event.
 EVENT_COUNTERS: dict[SSLEvents, str] = {
     SSLEvents.ON_FORWARD: "local_iteration_num",
     SSLEvents.ON_LOSS_AND_METER: "local_iteration_num",
     SSLEvents.ON_BACKWARD: "iteration",
-    SSLEvents.ON_UPDATE: "iteration",
+    SSLEvents.ON_UPDATE: "updates",
     SSLEvents.ON_STEP: "local_iteration_num",
-    SSLEvents.ON_PHASE_START: "phase_idx",
-    SSLEvents.ON_PHASE_END: "phase_idx",
+    SSLEvents.ON_PHASE_START: "phase_number",
+    SSLEvents.ON_PHASE_END: "phase_number",
 }
+"""The run-state counter that ignite's filters (``every``, ``once``, ``before``,
+``after``, ``event_filter``) read for each SSL event. Each counter is advanced before
+its event fires, so it equals the number of firings of that event in the run:
+``SSLEvents.ON_UPDATE(every=3)`` runs on the 3rd, 6th, 9th optimizer step, as ignite's
+``Events.ITERATION_COMPLETED(every=3)`` does on iterations 3, 6, 9. The counters are
+restored with the checkpoint, so the count goes on across a resume. ``on_start``,
+``on_end`` and ``on_exception`` fire once and take no filter."""
+
+IGNITE_EVENTS: dict[Events, str] = {
+    Events.STARTED: "once per `train()`, right after `on_start`; `state.epoch` is the "
+    "number of train phases already done",
+    Events.EPOCH_STARTED: "at each train phase, right after `on_phase_start`; "
+    "`state.epoch` counts train phases from 1",
+    Events.GET_BATCH_STARTED: "train phases: before a batch is fetched",
+    Events.GET_BATCH_COMPLETED: "train phases: after it is fetched; `state.batch` holds it",
+    Events.ITERATION_STARTED: "train phases: before the train step; `state.iteration` "
+    "already counts it",
+    Events.ITERATION_COMPLETED: "train phases: after the step and its counters, right "
+    "before `on_step`; `state.output` holds what the step returned (`{'loss': ...}`)",
+    Events.EPOCH_COMPLETED: "at the end of each train phase, inside `on_phase_end` right "
+    "after the meter sync (so the phase's metrics are final, and what an ignite metric "
+    "computes here is recorded with them)",
+    Events.TERMINATE: "after `terminate()` was honoured at a step or phase boundary, "
+    "before `COMPLETED`",
+    Events.TERMINATE_SINGLE_EPOCH: "after `terminate_epoch()` ended the current phase "
+    "early, before its `on_phase_end`",
+    Events.COMPLETED: "once per `train()`, after the last phase (or a honoured "
+    "`terminate()`), right before `on_end`",
+    Events.EXCEPTION_RAISED: "when anything raises, before the `on_exception` hooks; its "
+    "handlers get the exception and can never swallow it",
+}
+"""When ignite's own events fire in a hookbus run. Test phases fire the SSL events only:
+ignite handlers see them through ``on_phase_start``/``on_phase_end`` with
+``state.train`` False, never as epochs or iterations."""

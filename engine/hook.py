@@ -8,9 +8,10 @@ from typing import Any, ClassVar, TypeVar
 
 from ignite.engine import Engine
 
-from hookbus.engine.bus import Registration, add_handler, remove_handler
 from hookbus.engine.events import SSLEvents
+from hookbus.engine.handler_order import Registration, add_handler, remove_handler
 from hookbus.engine.priorities import Priority
+from hookbus.engine.state import RunState
 
 H = TypeVar("H", bound="Hook")
 
@@ -59,9 +60,21 @@ class Hook:
         ]
 
     def attach(self, engine: Engine) -> Hook:
-        """Register this hook's methods on ``engine``; returns the hook."""
+        """Register this hook's methods on ``engine``; returns the hook.
+
+        ``engine`` is the trainer's (``trainer.engine``), a :class:`hookbus.FakeEngine`,
+        or any ignite engine made ready with :func:`hookbus.prepare_engine`.
+        """
         if self._registrations:
             raise RuntimeError(f"hook {self.name!r} is already attached to an engine")
+        if not all(engine.has_registered_events(event) for event in SSLEvents) or not isinstance(
+            engine.state, RunState
+        ):
+            raise ValueError(
+                f"hook {self.name!r} cannot attach to this {type(engine).__name__}: it has no "
+                "SSL events or no hookbus run state; call hookbus.prepare_engine(engine) "
+                "first (or use trainer.engine / hookbus.FakeEngine)"
+            )
         for event in self.subscribed_events():
             handler = getattr(self, event.value)
             registration = add_handler(

@@ -13,7 +13,7 @@ import logging
 import signal
 import threading
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -66,18 +66,43 @@ class PreemptionGuard:
         logger.warning("%s received: checkpointing at the end of this step, then stopping", name)
 
 
-def stop_agreed(state: Any) -> bool:
-    """Whether any rank was asked to stop; every rank gets the same answer.
+class Stops(NamedTuple):
+    """The stops asked for at a boundary, agreed by every rank."""
 
-    In one process this reads a flag. With several, the flags are all-reduced every
-    step (one byte, on the host, over :func:`hookbus.engine.distributed.control_group`, so it
-    never waits for a GPU), so that all ranks stop after the same step.
+    preempt: bool
+    """A preemption signal: checkpoint, then raise :class:`PreemptedError`."""
+    terminate: bool
+    """``engine.terminate()``: end the run cleanly."""
+    terminate_epoch: bool
+    """``engine.terminate_epoch()``: end the current phase."""
+
+
+def agreed_stops(engine: Any) -> Stops:
+    """The stops any rank asked for; every rank gets the same answer.
+
+    In one process this reads the flags: ``state.stop_requested`` (a preemption signal)
+    and ignite's ``engine.should_terminate`` and ``engine.should_terminate_single_epoch``.
+    With several, they are all-reduced (three bytes, on the host, over
+    :func:`hookbus.engine.distributed.control_group`, so it never waits for a GPU), so
+    that all ranks stop after the same step; a rank that learns of a stop from another
+    gets the same flags set.
     """
+    state = engine.state
+    local = [
+        bool(state.stop_requested),
+        bool(engine.should_terminate),
+        bool(engine.should_terminate_single_epoch),
+    ]
     if not distributed.is_distributed():
-        return bool(state.stop_requested)
-    flag = torch.tensor([1 if state.stop_requested else 0], dtype=torch.uint8)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=distributed.control_group())
-    agreed = bool(flag.item())
-    if agreed and not state.stop_requested:
+        return Stops(*local)
+    flags = torch.tensor(local, dtype=torch.uint8)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=distributed.control_group())
+    preempt, terminate, terminate_epoch = (bool(flag) for flag in flags.tolist())
+    if preempt and not state.stop_requested:
         state.stop_requested = "another rank"
-    return agreed
+    if terminate and not engine.should_terminate:
+        engine.should_terminate = True
+        state.stopped_by = "terminate() on another rank"
+    if terminate_epoch and not engine.should_terminate_single_epoch:
+        engine.should_terminate_single_epoch = True
+    return Stops(preempt, terminate, terminate_epoch)

@@ -55,12 +55,25 @@ class RunFields:
     )
     train: bool = field(default=True, metadata=_doc("True in a train phase, False in a test phase"))
     phase_name: str = field(default="", metadata=_doc("'train' or 'test'"))
-    iteration: int = field(default=0, metadata=_doc("train steps done in the whole run"))
+    iteration: int = field(
+        default=0,
+        metadata=_doc(
+            "train steps begun in the run: the current one included while it runs (from 1, "
+            "as ignite counts), the steps done after it"
+        ),
+    )
     local_iteration_num: int = field(
-        default=0, metadata=_doc("steps of any phase done by this process")
+        default=0,
+        metadata=_doc(
+            "steps of any phase begun by this process, the current one included while it runs"
+        ),
     )
     batches: int = field(default=0, metadata=_doc("steps done in the current phase"))
     phase_length: int = field(default=0, metadata=_doc("steps the current phase will take"))
+    updates: int = field(
+        default=0,
+        metadata=_doc("optimizer steps taken in the whole run (counted before `on_update` fires)"),
+    )
     max_iterations: int = field(default=0, metadata=_doc("train steps in the whole run"))
     batch_time: list[float] = field(
         default_factory=list,
@@ -79,6 +92,13 @@ class RunFields:
     )
     loss_sum: torch.Tensor | None = field(
         default=None, metadata=_doc("sum of `loss` over the current phase (a tensor, no sync)")
+    )
+    lr_scheduler: str | None = field(
+        default=None,
+        metadata=_doc(
+            "class name of the ignite learning-rate scheduler attached to the engine, which "
+            "then sets the learning rate instead of the config's schedule; None without one"
+        ),
     )
     lr: float = field(default=0.0, metadata=_doc("learning rate of the first parameter group"))
     grad_norm: torch.Tensor | None = field(
@@ -127,6 +147,20 @@ class RunFields:
         default=None,
         metadata=_doc("name of the signal that asked the run to stop after this step, or None"),
     )
+    stopped_by: str | None = field(
+        default=None,
+        metadata=_doc(
+            "what ended the run early through `engine.terminate()` (e.g. "
+            "'terminate() in EarlyStopping.__call__'), or None"
+        ),
+    )
+    history: list[dict[str, Any]] = field(
+        default_factory=list,
+        metadata=_doc(
+            "one record per phase this `train()` ran, as metrics.json keeps it: phase, "
+            "iteration, mean loss and every metric"
+        ),
+    )
     resumed_from: str | None = field(
         default=None, metadata=_doc("path of the checkpoint this run resumed from, or None")
     )
@@ -134,6 +168,22 @@ class RunFields:
         default_factory=dict, metadata=_doc("end-of-run results a hook wants to report")
     )
 
+
+IGNITE_FIELDS: dict[str, str] = {
+    "epoch": "train phases begun (ignite's epochs): set before `EPOCH_STARTED`",
+    "max_epochs": "train phases in the plan (`optimizer.num_epochs`)",
+    "epoch_length": "steps of a train phase",
+    "iteration": "train steps begun in the run: inside a train step and its events, the "
+    "number of the current step (from 1, as ignite counts); after it, steps done",
+    "output": "what the train step returned: the standard step returns `{'loss': state.loss}`",
+    "batch": "the batch of the current step, as the data loader gave it",
+    "dataloader": "the data loader of the current phase",
+    "metrics": "the phase's metrics: the meters' values after the meter sync, and what "
+    "ignite metrics attached to the engine computed",
+    "times": "seconds of the last train phase (`EPOCH_COMPLETED`) and of the run "
+    "(`COMPLETED`), as ignite keeps them",
+}
+"""ignite's own ``State`` fields, and what they hold in a hookbus run."""
 
 RUN_STATE_FIELDS: dict[str, dataclasses.Field] = {
     spec.name: spec for spec in dataclasses.fields(RunFields)
@@ -172,6 +222,12 @@ class RunState(RunFields, State):
             self._phase_loss = float(self.loss_sum) / self.batches
             self._phase_loss_of = (self.loss_sum, self.batches)
         return self._phase_loss
+
+    @property
+    def phase_number(self) -> int:
+        """Phases begun in the run, the current one included (``phase_idx + 1``): the
+        counter that filters on ``on_phase_start`` and ``on_phase_end`` read."""
+        return self.phase_idx + 1
 
     @property
     def train_phase_count(self) -> int:

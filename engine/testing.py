@@ -40,12 +40,14 @@ class FakeEngine(BusEngine):
         state = self.state
         if train is not None:
             state.train = train
+        if state.train:
+            state.iteration += 1
+        state.local_iteration_num += 1
         self.fire_event(SSLEvents.ON_FORWARD)
         self.fire_event(SSLEvents.ON_LOSS_AND_METER)
         if state.train:
             self.fire_event(SSLEvents.ON_BACKWARD)
+            state.updates += 1
             self.fire_event(SSLEvents.ON_UPDATE)
-            state.iteration += 1
-        state.local_iteration_num += 1
         state.batches += 1
         self.fire_event(SSLEvents.ON_STEP)

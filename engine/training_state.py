@@ -41,6 +41,8 @@ def collect_training_state(state: State, *, phase_done: bool) -> dict[str, Any]:
         "loss": state.loss_fn.state_dict(),
         "meters": {meter.name: meter.state_dict() for meter in state.meters},
         "hooks": {hook.name: hook.state_dict() for hook in state.hooks if hook.has_state()},
+        "updates": state.updates,
+        "stopped_by": state.stopped_by,
         "rng": _rng_states(),
         "config": state.cfg.model_dump(mode="json"),
     }
@@ -58,6 +60,8 @@ class ResumePoint:
     """True when the checkpoint was taken inside phase ``phase_idx``: the phase goes on
     with the restored meters and loss sum, and its first ``batches_done`` batches are
     skipped."""
+    stopped_by: str | None = None
+    """What ended the checkpointed run early with ``engine.terminate()``, or None."""
 
 
 def restore_training_state(state: State, checkpoint: dict[str, Any], source: str) -> ResumePoint:
@@ -88,16 +92,19 @@ def restore_training_state(state: State, checkpoint: dict[str, Any], source: str
     state.train_phase_idx = checkpoint["train_phase_idx"]
     state.iteration = checkpoint["iteration"]
     state.local_iteration_num = checkpoint["iteration_num"]
+    state.updates = checkpoint.get("updates", checkpoint["iteration"])
     _set_rng_states(checkpoint.get("rng"))
     state.resumed_from = source
+    stopped_by = checkpoint.get("stopped_by")
     if checkpoint.get("phase_done", True):
-        return ResumePoint(phase_idx + 1)
+        return ResumePoint(phase_idx + 1, stopped_by=stopped_by)
     saved_meters = checkpoint.get("meters", {})
     for meter in state.meters:
         if meter.name in saved_meters:
             meter.load_state_dict(saved_meters[meter.name])
     state.loss_sum = checkpoint.get("loss_sum")
-    return ResumePoint(phase_idx, checkpoint.get("phase_batches", 0), mid_phase=True)
+    batches = checkpoint.get("phase_batches", 0)
+    return ResumePoint(phase_idx, batches, mid_phase=True, stopped_by=stopped_by)
 
 
 def _check_phase_kind(state: State, checkpoint: dict[str, Any], source: str) -> None:

@@ -24,9 +24,9 @@ class GradNormHook(Hook):
                      ``base_model``                    largest norm so far (checkpointed)
     ===============  ================================  ===================================
 
-    ``on_backward`` fires before the counters move: the iteration being computed is
-    ``iteration + 1``. Reading the norm as a float is a device sync, so it happens on
-    logged iterations only.
+    ``on_backward`` fires inside the train step, which ``state.iteration`` already
+    counts (from 1, as ignite does). Reading the norm as a float is a device sync, so it
+    happens on logged iterations only.
 
     Example::
 
@@ -43,10 +43,10 @@ class GradNormHook(Hook):
         self.largest = 0.0
 
     def on_backward(self, engine: Engine) -> None:
-        state = engine.state
-        iteration = state.iteration + 1
-        if state.rank != 0 or iteration % self.every:
+        if not self.is_rank_zero(engine) or not self.every_n_train_iterations(engine, self.every):
             return
+        state = engine.state
+        iteration = state.iteration
         grads = [p.grad.flatten() for p in state.base_model.parameters() if p.grad is not None]
         norm = float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
         self.largest = max(self.largest, norm)

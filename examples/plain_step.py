@@ -22,9 +22,10 @@ def plain_step(engine: Engine, batch: Any) -> Any:
     """Forward, loss and meters; in train phases backward and an optimizer step.
 
     Writes ``last_batch``, ``last_output``, ``loss`` (detached, averaged over ranks),
-    ``loss_sum`` and, in train phases, ``lr``; fires ``on_forward``,
+    ``loss_sum`` and, in train phases, ``lr`` and ``updates``; fires ``on_forward``,
     ``on_loss_and_meter``, then in train phases ``on_backward`` and ``on_update``.
-    The trainer moves the counters and fires ``on_step`` after it returns.
+    The trainer counts the step in ``iteration`` before calling it, and fires
+    ``on_step`` after it returns. What it returns becomes ``state.output``.
     """
     state = engine.state
     batch = move_to_device(batch, state.device)
@@ -41,14 +42,15 @@ def plain_step(engine: Engine, batch: Any) -> Any:
             meter.update(output, batch)
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
     if not state.train:
-        return output
+        return {"loss": state.loss}
 
     state.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     engine.fire_event(SSLEvents.ON_BACKWARD)
 
-    state.lr = learning_rate(state.cfg.optimizer, state.iteration, state.phase_length)
+    state.lr = learning_rate(state.cfg.optimizer, state.iteration - 1, state.phase_length)
     set_learning_rate(state.optimizer, state.lr)
     state.optimizer.step()
+    state.updates += 1
     engine.fire_event(SSLEvents.ON_UPDATE)
-    return output
+    return {"loss": state.loss}

@@ -21,6 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hookbus.engine.bus import prepare_engine
     from hookbus.engine.config import Config
     from hookbus.engine.config_io import load_config
     from hookbus.engine.errors import CheckpointError, ConfigError, DataError, UserError
@@ -58,6 +59,7 @@ _PUBLIC: dict[str, str] = {
     "UserError": "hookbus.engine.errors",
     "default_hooks": "hookbus.hooks.defaults",
     "load_config": "hookbus.engine.config_io",
+    "prepare_engine": "hookbus.engine.bus",
     "register_hook": "hookbus.hooks.registry",
     "register_train_step": "hookbus.steps.registry",
 }
@@ -83,6 +85,7 @@ __all__ = [
     "UserError",
     "default_hooks",
     "load_config",
+    "prepare_engine",
     "register_hook",
     "register_train_step",
 ]

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hookbus.engine.bus import handler_priorities
+from hookbus.console import setup_console
 from hookbus.engine.config_io import load_config
 from hookbus.engine.distributed import collective_failure
 from hookbus.engine.errors import CheckpointWriteError, UserError
+from hookbus.engine.handler_order import handler_priorities
 from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError
 from hookbus.engine.priorities import priority_label
 from hookbus.export import export_backbone
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hookbus`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
-    _setup_logging(args.quiet)
+    setup_console(args.quiet)
     try:
         return _COMMANDS[args.command](args)
     except UserError as exc:
@@ -205,7 +205,6 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-_CONSOLE = "hookbus-console"
 _COMMANDS = {
     "train": _train,
     "validate": _validate,
@@ -214,19 +213,6 @@ _COMMANDS = {
     "plot": _plot,
     "export": _export,
 }
-
-
-def _setup_logging(quiet: bool) -> None:
-    logger = logging.getLogger("hookbus")
-    for old in [h for h in logger.handlers if h.get_name() == _CONSOLE]:
-        logger.removeHandler(old)
-    handler = logging.StreamHandler(sys.stdout)
-    handler.set_name(_CONSOLE)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    handler.setLevel(logging.WARNING if quiet else logging.INFO)
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
 
 
 if __name__ == "__main__":

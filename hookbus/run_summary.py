@@ -65,10 +65,13 @@ class RunSummary(Hook):
     def lines(self, state: Any) -> list[str]:
         """The summary of the finished run ``state``, one line per topic."""
         if self.started is None or self.first_phase is None:
-            return [
-                f"done: nothing left to train; {state.run_dir} holds the final checkpoint",
-                _files_line(Path(state.run_dir)),
-            ]
+            why = (
+                f"the run was stopped early by {state.stopped_by} and counts as finished "
+                "(trainer.resume_stopped=true goes on)"
+                if state.stopped_by
+                else f"{state.run_dir} holds the final checkpoint"
+            )
+            return [f"done: nothing left to train; {why}", _files_line(Path(state.run_dir))]
         total = len(state.phases)
         origin = f"resumed from {state.resumed_from}" if state.resumed_from else "fresh start"
         lines = [
@@ -78,6 +81,8 @@ class RunSummary(Hook):
             f"wall time {_clock(time.perf_counter() - self.started)}",
         ]
         lines += [f"last {kind} phase: {text}" for kind, text in self.last.items()]
+        if "stopped" in state.summary:
+            lines.append(state.summary["stopped"])
         evaluation = state.summary.get("evaluation")
         if evaluation:
             trained, initial = evaluation["trained"], evaluation["random init"]

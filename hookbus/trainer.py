@@ -8,8 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ignite.engine import Engine, Events
+
+from hookbus.console import console_unless_configured
 from hookbus.engine import distributed
-from hookbus.engine.bus import BusEngine, hook_plan
+from hookbus.engine.bus import BusEngine
 from hookbus.engine.checkpoint_io import (
     newest_valid_checkpoint,
     remove_stale_temporaries,
@@ -19,20 +22,32 @@ from hookbus.engine.config import Config
 from hookbus.engine.config_io import config_to_yaml
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.events import SSLEvents
+from hookbus.engine.handler_order import add_handler, hook_plan
 from hookbus.engine.hook import Hook
 from hookbus.engine.imports import import_user_modules
+from hookbus.engine.lr_scheduler import lr_scheduler_name
 from hookbus.engine.machine import ProcessSettings, configure_process, restore_settings
 from hookbus.engine.phases import build_phase_plan
-from hookbus.engine.preemption import PreemptedError, PreemptionGuard, stop_agreed
+from hookbus.engine.preemption import PreemptedError, PreemptionGuard, agreed_stops
+from hookbus.engine.priorities import Priority
 from hookbus.engine.registry import UnknownNameError
 from hookbus.engine.state import RunState
 from hookbus.engine.training_state import ResumePoint, restore_training_state
 from hookbus.hooks.defaults import default_hooks
+from hookbus.hooks.run_stats import phase_record
 from hookbus.parts.data import set_loader_epoch
 from hookbus.parts.task import check_component_names, prepare_task
 from hookbus.steps import get_train_step
 
 logger = logging.getLogger("hookbus")
+
+EPOCH_COMPLETED_PRIORITY = Priority.FIRST + 10
+"""Where ignite's ``EPOCH_COMPLETED`` fires among the ``on_phase_end`` handlers of a
+train phase: right after the meter sync, before every report."""
+
+
+class _Stopped(Exception):
+    """The run honoured ``engine.terminate()`` at a boundary."""
 
 
 class SSLTrainer:
@@ -42,21 +57,25 @@ class SSLTrainer:
     (``trainer.train_step_name``), the task is prepared (data, model, loss, optimizer,
     meters), the model is wrapped for DDP when distributed, the training state is restored
     from the newest checkpoint, then the phases run (see
-    :func:`hookbus.engine.phases.build_phase_plan`).
-    Every step updates ``iteration`` (train steps), ``local_iteration_num`` (all steps),
-    ``batches`` and ``batch_time`` on the run state. A barrier is passed before
-    ``on_phase_end``, whose first handler (the meter-sync hook) syncs the meters. Any
-    exception runs the ``on_exception`` handlers and then reaches the caller.
+    :func:`hookbus.engine.phases.build_phase_plan`). ignite's own events fire around the
+    train phases and steps (:data:`hookbus.engine.events.IGNITE_EVENTS`), so ignite's
+    handlers and metrics work on :attr:`engine`; ``engine.terminate()`` and
+    ``engine.terminate_epoch()`` are honoured at the next step or phase boundary. A
+    barrier is passed before ``on_phase_end``, whose first handler (the meter-sync hook)
+    syncs the meters. Any exception runs ignite's ``EXCEPTION_RAISED`` handlers and the
+    ``on_exception`` handlers and then reaches the caller.
 
     Args:
         cfg: the validated config.
-        hooks: the hooks to attach; None means :func:`hookbus.default_hooks` (cfg), a list
-            means exactly those.
+        hooks: the hooks to attach; None means :func:`hookbus.default_hooks` (cfg), a
+            list means exactly those.
 
     Example::
 
         cfg = load_config("configs/simclr_digits.yaml", ["optimizer.num_epochs=2"])
         trainer = SSLTrainer(cfg, hooks=[*default_hooks(cfg), MyHook()])
+        trainer.setup()  # optional: the model and optimizer exist from here on
+        ModelCheckpoint("runs/best", n_saved=2).attach(...)  # any ignite handler
         trainer.train()
     """
 
@@ -69,17 +88,24 @@ class SSLTrainer:
             raise ConfigError(f"trainer.train_step_name: {exc}") from None
         self.cfg = cfg
         self.hooks: list[Hook] = list(default_hooks(cfg) if hooks is None else hooks)
-        names = [hook.name for hook in self.hooks]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(f"hook names must be unique; repeated: {duplicates}")
+        _check_hooks(self.hooks)
         self.engine = BusEngine(self.train_step)
         self.engine.state = RunState(cfg=cfg, run_dir=Path(cfg.checkpoint.dir), hooks=self.hooks)
+        add_handler(
+            self.engine,
+            SSLEvents.ON_PHASE_END,
+            self._fire_epoch_completed,
+            priority=EPOCH_COMPLETED_PRIORITY,
+            name="ignite EPOCH_COMPLETED",
+        )
         for hook in self.hooks:
             hook.attach(self.engine)
         self._iterator: Any = None
         self._meters: list[Any] = []
         self._settings_before: ProcessSettings | None = None
+        self._start: ResumePoint | None = None
+        self._phase_started = 0.0
+        self._skip_epoch_completed = False
 
     @property
     def state(self) -> RunState:
@@ -90,15 +116,42 @@ class SSLTrainer:
         """For each event, the names of its handlers in the order they run."""
         return hook_plan(self.engine)
 
-    def train(self) -> Any:
-        """Run the whole plan; returns the run state. Exceptions propagate after on_exception.
+    def setup(self) -> RunState:
+        """Build the task and restore the newest checkpoint, without training; returns
+        the run state. ``train()`` calls it when it was not called before.
+
+        After it, ``state.model``, ``state.optimizer`` and the data loaders exist, so
+        ignite handlers that need them (``ModelCheckpoint``, a ``ParamScheduler`` on the
+        optimizer) can be built and attached before ``train()``.
+        """
+        if self._start is not None:
+            return self.state
+        state = self.state
+        self._setup_machine()
+        prepare_task(state, self.cfg)
+        self._meters = list(state.meters)
+        train_len = len(state.data_loaders["train"])
+        test_len = len(state.data_loaders["test"])
+        state.phases = build_phase_plan(self.cfg, train_length=train_len, test_length=test_len)
+        state.max_iterations = sum(p.length for p in state.phases if p.train)
+        state.max_epochs = state.train_phase_count
+        state.epoch_length = train_len
+        self._start = self._restore()
+        state.epoch = state.train_phase_idx + 1
+        return state
+
+    def train(self) -> RunState:
+        """Run the whole plan; returns the run state. Exceptions propagate after the
+        ``EXCEPTION_RAISED`` and ``on_exception`` handlers.
 
         The process settings the run applies (``machine.*``: flush-denormal, threads,
         deterministic algorithms) are put back as they were when it returns or raises.
+        Called from Python, it shows the log lines on standard output unless logging is
+        configured (see :mod:`hookbus.console`).
         """
         state = self.state
         try:
-            with PreemptionGuard(state):
+            with console_unless_configured(), PreemptionGuard(state):
                 return self._train()
         except (Exception, KeyboardInterrupt) as exc:
             self._handle_exception(exc)
@@ -109,20 +162,28 @@ class SSLTrainer:
                 restore_settings(self._settings_before)
                 self._settings_before = None
 
-    def _train(self) -> Any:
-        """Prepare, restore, and run the remaining phases."""
-        state = self.state
-        self._setup_machine()
-        prepare_task(state, self.cfg)
-        self._meters = list(state.meters)
-        train_len = len(state.data_loaders["train"])
-        test_len = len(state.data_loaders["test"])
-        state.phases = build_phase_plan(self.cfg, train_length=train_len, test_length=test_len)
-        state.max_iterations = sum(p.length for p in state.phases if p.train)
-        start = self._restore()
+    def _train(self) -> RunState:
+        """Set up, then run the remaining phases."""
+        state, engine = self.state, self.engine
+        self.setup()
+        start = self._start
+        assert start is not None
+        if start.stopped_by and not self.cfg.trainer.resume_stopped:
+            state.stopped_by = start.stopped_by
+            logger.warning(
+                "training already complete: the run in %s was stopped early by %s and counts "
+                "as finished, nothing to train; to go on from its last checkpoint, run again "
+                "with trainer.resume_stopped=true",
+                state.run_dir,
+                start.stopped_by,
+            )
+            return state
         if start.phase_idx >= len(state.phases):
-            logger.info(
-                "training already complete: %s holds the final checkpoint (phase %d of %d)",
+            logger.warning(
+                "training already complete: %s holds the final checkpoint (phase %d of %d), "
+                "nothing to train. To train longer, raise optimizer.num_epochs (the run goes "
+                "on from that checkpoint); to start afresh, set checkpoint.dir to a new "
+                "directory",
                 state.run_dir,
                 state.phase_idx + 1,
                 len(state.phases),
@@ -130,12 +191,36 @@ class SSLTrainer:
             return state
         if state.rank == 0:
             write_text_atomic(state.run_dir / "config.yaml", config_to_yaml(self.cfg))
-        self.engine.fire_event(SSLEvents.ON_START)
-        for phase_idx in range(start.phase_idx, len(state.phases)):
-            continuing = start.mid_phase and phase_idx == start.phase_idx
-            self._run_phase(phase_idx, start.batches_done if continuing else None)
-        self.engine.fire_event(SSLEvents.ON_END)
+        engine.should_terminate = engine.should_terminate_single_epoch = False
+        started = time.perf_counter()
+        engine.fire_event(SSLEvents.ON_START)
+        state.lr_scheduler = lr_scheduler_name(engine)
+        if state.lr_scheduler:
+            logger.info(
+                "learning rate: set by the %s attached to the engine; the config's "
+                "schedule (optimizer.warmup_epochs, cosine) steps aside",
+                state.lr_scheduler,
+            )
+        engine.fire_event(Events.STARTED)
+        try:
+            self._stop_if_asked(agreed_stops(engine).terminate)
+            for phase_idx in range(start.phase_idx, len(state.phases)):
+                continuing = start.mid_phase and phase_idx == start.phase_idx
+                self._run_phase(phase_idx, start.batches_done if continuing else None)
+                self._stop_if_asked(agreed_stops(engine).terminate)
+        except _Stopped:
+            logger.warning("%s", stop_line(state))
+            state.summary["stopped"] = stop_line(state)
+            engine.fire_event(Events.TERMINATE)
+        state.times[Events.COMPLETED.name] = time.perf_counter() - started
+        if engine.should_terminate != "skip_completed":
+            engine.fire_event(Events.COMPLETED)
+        engine.fire_event(SSLEvents.ON_END)
         return state
+
+    def _stop_if_asked(self, terminate: bool) -> None:
+        if terminate:
+            raise _Stopped
 
     def _setup_machine(self) -> None:
         state, cfg = self.state, self.cfg
@@ -171,66 +256,128 @@ class SSLTrainer:
         the restored ones, and those batches are skipped)."""
         engine, state = self.engine, self.state
         phase = state.phases[phase_idx]
+        train = phase.train
         fresh = batches_done is None
         state.phase_idx = phase_idx
-        state.train = phase.train
+        state.train = train
         state.phase_name = phase.kind
-        if phase.train and fresh:
+        if train and fresh:
             state.train_phase_idx += 1
-        loader = state.data_loaders["train" if phase.train else "test"]
+        loader = state.data_loaders["train" if train else "test"]
         set_loader_epoch(loader, phase_idx)
         if not fresh:
             loader.sampler.set_start(batches_done * loader.batch_size)
+        state.dataloader = loader
         state.phase_length = phase.length
         state.batches = batches_done or 0
         state.batch_time = []
         state.data_time = []
+        state.metrics = {}
         state.meters = [meter for meter in self._meters if phase.kind in meter.phases]
         if fresh:
             state.loss_sum = None
             for meter in state.meters:
                 meter.reset()
-        state.model.train(phase.train)
+        state.model.train(train)
         for meter in state.meters:
             meter.prepare(state.base_model, state.data_loaders, state.device)
+        self._phase_started = time.perf_counter()
         engine.fire_event(SSLEvents.ON_PHASE_START)
+        if train:
+            state.epoch = state.train_phase_idx + 1
+            engine.fire_event(Events.EPOCH_STARTED)
+        self._stop_if_asked(agreed_stops(engine).terminate)
+        self._run_steps(phase_idx, train, loader)
+        distributed.barrier()
+        engine.fire_event(SSLEvents.ON_PHASE_END)
+        state.history.append(phase_record(state))
+        self._skip_epoch_completed = False
 
+    def _run_steps(self, phase_idx: int, train: bool, loader: Any) -> None:
+        """The steps of one phase, with ignite's per-step events in train phases."""
+        engine, state = self.engine, self.state
         self._iterator = iter(loader)
         clock = time.perf_counter
         while True:
             started = clock()
+            if train and state.batches < state.phase_length:
+                engine.fire_event(Events.GET_BATCH_STARTED)
             try:
                 batch = next(self._iterator)
             except StopIteration:
                 break
             fetched = clock()
-            self.train_step(engine, batch)
-            if phase.train:
+            state.batch = batch
+            state.output = None
+            if train:
+                engine.fire_event(Events.GET_BATCH_COMPLETED)
                 state.iteration += 1
             state.local_iteration_num += 1
+            if train:
+                engine.fire_event(Events.ITERATION_STARTED)
+            state.output = self.train_step(engine, batch)
             state.batches += 1
             finished = clock()
             state.batch_time.append(finished - started)
             state.data_time.append(fetched - started)
-            stopping = stop_agreed(state)
+            if train:
+                engine.fire_event(Events.ITERATION_COMPLETED)
+            stops = agreed_stops(engine)
             engine.fire_event(SSLEvents.ON_STEP)
-            if stopping:
+            if stops.preempt:
                 raise PreemptedError(
                     f"stopped by {state.stop_requested} after phase {phase_idx} step "
                     f"{state.batches} (train iteration {state.iteration}); run the same "
                     "command again to resume"
                 )
+            # A stop asked during on_step is agreed across ranks at the next step; one
+            # process honours it at once.
+            alone = state.world_size == 1
+            self._stop_if_asked(stops.terminate or (alone and bool(engine.should_terminate)))
+            if stops.terminate_epoch or (alone and engine.should_terminate_single_epoch):
+                self._end_phase_early()
+                break
         self._iterator = None
-        distributed.barrier()
-        engine.fire_event(SSLEvents.ON_PHASE_END)
+
+    def _end_phase_early(self) -> None:
+        """Honour ``terminate_epoch()``: the phase ends after this step."""
+        engine, state = self.engine, self.state
+        self._skip_epoch_completed = engine.should_terminate_single_epoch == "skip_epoch_completed"
+        engine.should_terminate_single_epoch = False
+        logger.info(
+            "phase %d ended early by terminate_epoch() after %d of %d steps",
+            state.phase_idx,
+            state.batches,
+            state.phase_length,
+        )
+        engine._fire_event(Events.TERMINATE_SINGLE_EPOCH, iter_counter=state.batches)
+
+    def _fire_epoch_completed(self, engine: Engine) -> None:
+        """ignite's ``EPOCH_COMPLETED`` at the end of a train phase, inside
+        ``on_phase_end`` after the meter sync; ``last_event_name`` is kept for the
+        ``on_phase_end`` handlers after it."""
+        state = self.state
+        if not state.train or self._skip_epoch_completed:
+            return
+        state.times[Events.EPOCH_COMPLETED.name] = time.perf_counter() - self._phase_started
+        outer = engine.last_event_name
+        engine.fire_event(Events.EPOCH_COMPLETED)
+        engine.last_event_name = outer
 
     def _handle_exception(self, exc: BaseException) -> None:
-        """Run every on_exception handler; a failing handler is logged, not raised."""
-        state = self.state
+        """Run ignite's ``EXCEPTION_RAISED`` handlers (with the exception), then every
+        on_exception handler; a failing handler is logged, not raised, and the
+        exception is never swallowed (the caller re-raises it)."""
+        engine, state = self.engine, self.state
         state.exception = exc
-        for handler in self.engine.handlers(SSLEvents.ON_EXCEPTION):
+        if engine._event_handlers.get(Events.EXCEPTION_RAISED):
             try:
-                handler(self.engine)
+                engine._fire_event(Events.EXCEPTION_RAISED, exc)
+            except Exception:
+                logger.exception("an EXCEPTION_RAISED handler failed while handling %r", exc)
+        for handler in engine.handlers(SSLEvents.ON_EXCEPTION):
+            try:
+                handler(engine)
             except Exception:
                 logger.exception("an on_exception handler failed while handling %r", exc)
 
@@ -241,3 +388,32 @@ class SSLTrainer:
             shutdown()
         self.state.data_loaders = {}
         self.state.last_batch = None
+        self.state.dataloader = None
+
+
+def stop_line(state: RunState) -> str:
+    """One line on a run stopped early: by what, where, and how to go on."""
+    where = (
+        f"in phase {state.phase_idx} after step {state.batches} of {state.phase_length}"
+        if 0 <= state.phase_idx < len(state.phases)
+        else "before its first phase"
+    )
+    return (
+        f"stopped early by {state.stopped_by} {where} (train iteration {state.iteration}); "
+        "the run counts as finished: run again with trainer.resume_stopped=true to go on"
+    )
+
+
+def _check_hooks(hooks: Sequence[Any]) -> None:
+    for index, hook in enumerate(hooks):
+        if not isinstance(hook, Hook):
+            raise TypeError(
+                f"hooks[{index}] is {hook!r}, not a hookbus Hook: pass an instance of a Hook "
+                "subclass (MyHook(), with on_step and the like as methods), or add a plain "
+                "function as an ignite handler: trainer.engine.add_event_handler("
+                "SSLEvents.ON_STEP, function)"
+            )
+    names = [hook.name for hook in hooks]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"hook names must be unique; repeated: {duplicates}")

@@ -30,8 +30,12 @@ class CheckpointHook(Hook):
                         any step after ``state.stop_requested`` is set by a preemption
                         signal) and ``on_phase_end`` (every ``phase_frequency`` train phases,
                         and always after the last phase of the plan); ``on_end``
-                        and ``on_exception`` wait for a background write (async_write)
-    reads               counters, phases, model, optimizer, scaler, loss_fn, meters,
+                        after ``engine.terminate()`` ended the run early (the
+                        checkpoint records ``stopped_by``; inside a phase when the
+                        run stopped inside one); ``on_end`` and ``on_exception``
+                        wait for a background write (async_write)
+    reads               counters, phases, ``stopped_by``, model, optimizer, scaler,
+                        loss_fn, meters,
                         hooks' ``state_dict()``, RNG states, cfg
     writes              ``phaseNNNNN_batchNNNNNNN.torch`` (atomic: temporary file,
                         fsync, rename), the link ``checkpoint.torch`` to the newest,
@@ -73,6 +77,7 @@ class CheckpointHook(Hook):
         self.iter_frequency = iter_frequency
         self.keep_last = keep_last
         self._writer = CheckpointWriter() if async_write else None
+        self._phase_open: bool | None = None  # None until a phase starts in this run
 
     @classmethod
     def from_config(cls, cfg: Config) -> CheckpointHook:
@@ -85,6 +90,9 @@ class CheckpointHook(Hook):
             keep_last=section.keep_last,
             async_write=section.async_write,
         )
+
+    def on_phase_start(self, engine: Engine) -> None:
+        self._phase_open = True
 
     def on_step(self, engine: Engine) -> None:
         state = engine.state
@@ -109,8 +117,11 @@ class CheckpointHook(Hook):
         )
         if due or last_phase:
             self.save(engine, phase_done=True)
+        self._phase_open = False
 
     def on_end(self, engine: Engine) -> None:
+        if engine.state.stopped_by is not None and self._phase_open is not None:
+            self.save(engine, phase_done=not self._phase_open)
         self.wait()
 
     def on_exception(self, engine: Engine) -> None:

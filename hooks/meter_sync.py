@@ -17,8 +17,9 @@ class MeterSyncHook(Hook):
     fires         ``on_phase_end``, first of its handlers (priority -100), after
                   the trainer's barrier
     reads         ``state.meters``
-    writes        each meter's synced state; ``state.metrics`` = the union of the
-                  meters' ``value()`` dicts (e.g. ``{"knn_top1": 0.97}``)
+    writes        each meter's synced state; ``state.metrics`` updated with the
+                  meters' ``value()`` dicts (e.g. ``{"knn_top1": 0.97}``); the
+                  trainer empties it at each phase start
     ============  ==============================================================
 
     Every later ``on_phase_end`` handler (logging, TensorBoard, metrics.json,
@@ -33,4 +34,4 @@ class MeterSyncHook(Hook):
         for meter in state.meters:
             meter.sync_state()
             metrics.update(meter.value())
-        state.metrics = metrics
+        state.metrics.update(metrics)

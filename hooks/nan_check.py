@@ -104,7 +104,7 @@ class NanCheckHook(Hook):
                 train=state.train,
                 step=state.batches + 1,
                 phase_length=state.phase_length,
-                iteration=state.iteration + 1 if state.train else state.iteration,
+                iteration=state.iteration,
             )
         )
         step = self._pending[-1]

@@ -64,9 +64,14 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     and at the end of the phase). Forward and loss run under autocast when
     ``model.amp.enabled``; fp16 uses ``state.scaler``; with ``model.channels_last`` the
     image batches are moved channels-last. Test phases run under no_grad.
-    The learning rate is set every optimizer step from ``state.iteration``; with
-    ``optimizer.clip_grad_norm`` the gradients are clipped after the ``on_backward``
-    handlers and before the step, and ``state.grad_norm`` holds their norm before it.
+    The learning rate is set every optimizer step from the train iterations done before
+    this one (``state.iteration - 1``: the trainer counts the current step before it
+    runs), unless an ignite scheduler attached to the engine sets it
+    (``state.lr_scheduler``); with ``optimizer.clip_grad_norm`` the gradients are clipped
+    after the ``on_backward`` handlers and before the step, and ``state.grad_norm`` holds
+    their norm before it. ``state.updates`` counts the optimizer step before
+    ``on_update`` fires. Returns ``{"loss": state.loss}``, which the trainer keeps as
+    ``state.output`` for ignite's handlers.
     """
     state = engine.state
     train = state.train
@@ -102,7 +107,7 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
 
         if not train:
-            return output
+            return {"loss": state.loss}
         optimizer = state.optimizer
         if first:
             optimizer.zero_grad(set_to_none=True)
@@ -113,8 +118,12 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     engine.fire_event(SSLEvents.ON_BACKWARD)
 
     if last:
-        state.lr = learning_rate(state.cfg.optimizer, state.iteration, state.phase_length)
-        set_learning_rate(optimizer, state.lr)
+        if state.lr_scheduler is None:
+            done = state.iteration - 1
+            state.lr = learning_rate(state.cfg.optimizer, done, state.phase_length)
+            set_learning_rate(optimizer, state.lr)
+        else:
+            state.lr = optimizer.param_groups[0]["lr"]
         state.grad_norm = clip_gradients(
             optimizer, state.scaler, state.cfg.optimizer.clip_grad_norm
         )
@@ -123,5 +132,6 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
             state.scaler.update()
         else:
             optimizer.step()
+        state.updates += 1
         engine.fire_event(SSLEvents.ON_UPDATE)
-    return output
+    return {"loss": state.loss}

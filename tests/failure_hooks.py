@@ -4,7 +4,8 @@ Recipes reach them with ``trainer.imports: [tests.failure_hooks]`` and, for inst
 ``hooks.extra: [{name: poison_output, params: {at_iteration: N}}]`` (a NaN loss) or
 ``[{name: hang, params: {rank: 1, at_iteration: N}}]`` (a hung rank) or
 ``[{name: request_stop, params: {rank: 1, at_iteration: N}}]`` (a preemption signal
-that reaches one rank only).
+that reaches one rank only) or ``[{name: terminate_at, params: {at_iteration: N}}]``
+(``engine.terminate()`` from a hook).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class PoisonOutput(Hook):
 
     def on_forward(self, engine: Engine) -> None:
         state = engine.state
-        if state.train and state.iteration + 1 == self.at_iteration:
+        if state.train and state.iteration == self.at_iteration:
             output = state.last_output
             output["embeddings"] = [e * float("nan") for e in output["embeddings"]]
 
@@ -68,5 +69,19 @@ class RequestStop(Hook):
 
     def on_forward(self, engine: Engine) -> None:
         state = engine.state
-        if state.rank == self.rank and state.train and state.iteration + 1 == self.at_iteration:
+        if state.rank == self.rank and state.train and state.iteration == self.at_iteration:
             state.stop_requested = "SIGTERM"
+
+
+@register_hook("terminate_at")
+class TerminateAt(Hook):
+    """Calls ``engine.terminate()`` at one train iteration (counted from 1), from
+    ``on_step``; reads ``train`` and ``iteration``."""
+
+    def __init__(self, at_iteration: int) -> None:
+        super().__init__()
+        self.at_iteration = at_iteration
+
+    def on_step(self, engine: Engine) -> None:
+        if engine.state.train and engine.state.iteration == self.at_iteration:
+            engine.terminate()

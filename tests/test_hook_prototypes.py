@@ -40,8 +40,8 @@ def with_gradients(model: torch.nn.Module) -> None:
 @pytest.mark.parametrize(
     ("hook", "iteration", "epoch", "frozen"),
     [
-        (FreezePrototypesHook(iterations=10), 9, 3, True),
-        (FreezePrototypesHook(iterations=10), 10, 0, False),
+        (FreezePrototypesHook(iterations=10), 10, 3, True),  # the 10th train iteration
+        (FreezePrototypesHook(iterations=10), 11, 0, False),
         (FreezePrototypesHook(epochs=1), 100, 0, True),
         (FreezePrototypesHook(epochs=1), 5, 1, False),
     ],

@@ -30,7 +30,7 @@ class SignalAt(Hook):
         self.signum = signum
 
     def on_update(self, engine: Engine) -> None:
-        if engine.state.iteration + 1 == self.iteration:
+        if engine.state.iteration == self.iteration:
             os.kill(os.getpid(), self.signum)
 
 

@@ -206,6 +206,8 @@ def test_finished_run_says_so_and_runs_nothing(tmp_path: Path, caplog: Any) -> N
         SSLTrainer(cfg, hooks=[recorder, CheckpointHook(run)]).train()
     assert recorder.events == []
     assert "training already complete" in caplog.text
+    assert "raise optimizer.num_epochs" in caplog.text
+    assert caplog.records[-1].levelname == "WARNING"
 
 
 def test_resume_refuses_a_changed_phase_plan(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ def toy_engine(train: bool) -> FakeEngine:
     model = torch.nn.Linear(2, 1)
     return FakeEngine(
         train=train,
+        iteration=1 if train else 0,  # the trainer counts a train step before it runs
         cfg=Config(),
         model=model,
         base_model=model,
@@ -55,6 +56,7 @@ def test_a_train_step_fires_the_four_inner_events_and_updates_the_model() -> Non
     assert events.seen == ["on_forward", "on_loss_and_meter", "on_backward", "on_update"]
     assert not torch.equal(engine.state.model.weight, before)
     assert engine.state.lr > 0
+    assert engine.state.updates == 1
     assert torch.equal(engine.state.loss_sum, engine.state.loss)
 
 

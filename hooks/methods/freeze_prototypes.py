@@ -46,8 +46,9 @@ class FreezePrototypesHook(Hook):
         return cls(iterations=cfg.loss.swav.freeze_prototypes_iterations)
 
     def frozen(self, iteration: int, train_phase_idx: int) -> bool:
-        """Whether the prototypes get no update at this train iteration and epoch."""
-        return iteration < self.iterations or train_phase_idx < self.epochs
+        """Whether the prototypes get no update at train iteration ``iteration`` (counted
+        from 1) of epoch ``train_phase_idx`` (counted from 0)."""
+        return iteration <= self.iterations or train_phase_idx < self.epochs
 
     def on_backward(self, engine: Engine) -> None:
         state = engine.state

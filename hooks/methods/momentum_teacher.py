@@ -45,9 +45,9 @@ class MomentumTeacherHook(Hook):
                         prototypes) into ``state.last_output``; with ``shuffle_bn``
                         in a distributed train phase, on a shuffled share of the global
                         batch (:func:`hookbus.hooks.methods.shuffle_bn.shuffled_forward`, seeded by
-                        ``shuffle_seed`` and ``state.iteration``)
+                        ``shuffle_seed`` and ``state.iteration - 1``)
     ``on_update``       ``teacher = m * teacher + (1 - m) * model`` for every parameter,
-                        ``m`` = :func:`cosine_momentum` (``state.iteration``,
+                        ``m`` = :func:`cosine_momentum` (``state.iteration - 1``,
                         ``state.max_iterations``): a function of the global step, so a
                         resumed run continues the schedule
     ==================  ==============================================================
@@ -124,7 +124,7 @@ class MomentumTeacherHook(Hook):
         with torch.no_grad(), autocast:
             if self.shuffle_bn and state.train and state.world_size > 1:
                 output = shuffled_forward(
-                    teacher, views, seed=self.shuffle_seed, iteration=state.iteration
+                    teacher, views, seed=self.shuffle_seed, iteration=state.iteration - 1
                 )
             else:
                 output = teacher({"views": views})
@@ -136,7 +136,7 @@ class MomentumTeacherHook(Hook):
         state = engine.state
         self._require_teacher()
         momentum = cosine_momentum(
-            state.iteration, state.max_iterations, self.momentum, self.final_momentum
+            state.iteration - 1, state.max_iterations, self.momentum, self.final_momentum
         )
         with torch.no_grad():
             for teacher_parameter, parameter in self._pairs:
