@@ -13,7 +13,8 @@
 - firing an SSL event, or one of ignite's events that the trainer fires every step, is
   a loop over a tuple of ready handlers (ignite's ``fire_event`` checks the event
   against a list and formats a debug message on every call, about 10 us);
-- ``run()`` is refused: the trainer runs the phases (``trainer.train()``);
+- ``run()`` and ``interrupt()`` are refused: the trainer runs the phases
+  (``trainer.train()``), and ``terminate()`` ends them;
 - ``terminate()`` also records who asked, in ``state.stopped_by``.
 """
 
@@ -135,6 +136,16 @@ class BusEngine(Engine):
             "the hookbus engine runs no ignite loop of its own: call trainer.train() "
             "(SSLTrainer.train), which runs the config's train and test phases and fires "
             "ignite's events (STARTED, EPOCH_*, ITERATION_*, COMPLETED) around them"
+        )
+
+    def interrupt(self) -> None:
+        """Refused: ignite's pause-and-resume of ``run()`` in the same process has no
+        counterpart in a hookbus run; ``terminate()`` ends it, and the run goes on from
+        its checkpoint with ``trainer.resume_stopped=true``."""
+        raise RuntimeError(
+            "engine.interrupt() is not supported by hookbus: call engine.terminate() to end "
+            "the run at the next step (a checkpoint is written), then run again with "
+            "trainer.resume_stopped=true to go on"
         )
 
     def terminate(self, skip_completed: bool = False) -> None:

@@ -54,7 +54,7 @@ its event fires, so it equals the number of firings of that event in the run:
 restored with the checkpoint, so the count goes on across a resume. ``on_start``,
 ``on_end`` and ``on_exception`` fire once and take no filter."""
 
-IGNITE_EVENTS: dict[Events, str] = {
+IGNITE_EVENTS: dict[Events, str] = {  # when each fires in a hookbus run
     Events.STARTED: "once per `train()`, right after `on_start`; `state.epoch` is the "
     "number of train phases already done",
     Events.EPOCH_STARTED: "at each train phase, right after `on_phase_start`; "
@@ -77,6 +77,12 @@ IGNITE_EVENTS: dict[Events, str] = {
     Events.EXCEPTION_RAISED: "when anything raises, before the `on_exception` hooks; its "
     "handlers get the exception and can never swallow it",
 }
-"""When ignite's own events fire in a hookbus run. Test phases fire the SSL events only:
-ignite handlers see them through ``on_phase_start``/``on_phase_end`` with
-``state.train`` False, never as epochs or iterations."""
+
+IGNITE_EVENTS_DOC = (
+    "Test phases fire the SSL events only: ignite's handlers see them through "
+    "``on_phase_start`` and ``on_phase_end`` (with ``state.train`` False; a filter such as "
+    "``SSLEvents.ON_PHASE_END(event_filter=lambda engine, _: not engine.state.train)`` "
+    "picks them), never as epochs or iterations, so epoch-wise metrics, schedulers and "
+    "checkpoints count train phases alone."
+)
+"""What :data:`IGNITE_EVENTS` says of test phases."""

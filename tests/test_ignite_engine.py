@@ -145,6 +145,11 @@ def test_engine_run_is_refused_with_what_to_call(tmp_path: Path) -> None:
         trainer(tmp_path / "run").engine.run([1, 2, 3])
 
 
+def test_engine_interrupt_is_refused_with_what_to_call() -> None:
+    with pytest.raises(RuntimeError, match=r"call engine.terminate\(\)"):
+        FakeEngine().interrupt()
+
+
 def test_terminate_from_a_hook_ends_cleanly_and_counts_as_finished(tmp_path: Path) -> None:
     log: list[str] = []
     run = trainer(tmp_path / "run", TerminateAt(2))
@@ -306,3 +311,12 @@ SSLTrainer(cfg).train()
     assert "run finished after 6 train iterations" in done.stdout
     assert "training already complete" in done.stdout
     assert "raise optimizer.num_epochs" in done.stdout
+
+
+def test_a_filter_picks_the_test_phases_for_an_ignite_handler(tmp_path: Path) -> None:
+    run = trainer(tmp_path / "run")
+    ends: list[str] = []
+    test_phases = SSLEvents.ON_PHASE_END(event_filter=lambda engine, _: not engine.state.train)
+    run.engine.add_event_handler(test_phases, lambda engine: ends.append(engine.state.phase_name))
+    run.train()
+    assert ends == ["test", "test"]

@@ -21,9 +21,11 @@ def _python_blocks() -> dict[str, str]:
             named["hook"] = block
         elif "def test_prints_every_second_iteration" in block:
             named["test"] = block
+        elif "EarlyStopping" in block:
+            named["ignite"] = block
         elif "SSLTrainer(" in block:
             named["api"] = block
-    assert set(named) == {"hook", "test", "api"}
+    assert set(named) == {"hook", "test", "api", "ignite"}
     return named
 
 
@@ -46,6 +48,29 @@ def test_readme_api_example_trains(
     exec(blocks["hook"], namespace)
     exec(blocks["api"], namespace)
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "['meter_sync', 'log', 'checkpoint']"
+    assert out[0] == "['meter_sync', 'ignite EPOCH_COMPLETED', 'log', 'checkpoint']"
     assert out[1].startswith("10 ")  # 2 epochs of 5 steps
     assert (tmp_path / "runs" / "simclr_digits" / "checkpoint.torch").exists()
+
+
+def test_readme_ignite_example_records_the_running_average(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hookbus import load_config
+
+    (tmp_path / "configs").mkdir()
+    shutil.copy(ROOT / "configs" / "simclr_digits.yaml", tmp_path / "configs")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(_python_blocks()["api"].split("cfg = ")[0], namespace)
+    namespace["cfg"] = load_config(
+        "configs/simclr_digits.yaml",
+        [
+            "optimizer.num_epochs=2",
+            "checkpoint.dir=runs/ignite",
+            "hooks.evaluation_report.enabled=false",
+        ],
+    )
+    exec(_python_blocks()["ignite"], namespace)
+    lines = (tmp_path / "runs" / "ignite" / "metrics.json").read_text().splitlines()
+    assert sum('"avg"' in line for line in lines) == 2  # the two train phases

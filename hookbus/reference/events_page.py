@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hookbus.engine.events import EVENT_COUNTERS, SSLEvents
+from hookbus.engine.events import EVENT_COUNTERS, IGNITE_EVENTS, IGNITE_EVENTS_DOC, SSLEvents
 from hookbus.engine.priorities import priority_label
 from hookbus.reference.docstrings import find_table, prose, summary_line
 from hookbus.reference.hooks_page import hook_classes, subscribed_events
@@ -38,8 +38,10 @@ def events_markdown() -> str:
         "`on_phase_start`, `on_forward`, `on_loss_and_meter`, `on_step` and `on_phase_end`.",
         "",
         "The *counter* is the run-state field that ignite's event filters count for the",
-        "event: `SSLEvents.ON_STEP(every=100)` runs a handler when `local_iteration_num` is",
-        "a multiple of 100. Events without a counter take no `every=`/`once=` filter.",
+        "event. It is advanced before the event fires, so it counts the event's firings in",
+        "the run: `SSLEvents.ON_UPDATE(every=3)` runs a handler on the 3rd, 6th, 9th",
+        "optimizer step. Events without a counter fire at most once per run; a filter on",
+        "them is refused when the handler is attached.",
         "",
         "| event | fires | counter | hookbus hooks (priority) |",
         "|---|---|---|---|",
@@ -51,4 +53,18 @@ def events_markdown() -> str:
             f"| {f'`{counter}`' if counter else '-'} "
             f"| {', '.join(subscribers[event]) or '-'} |"
         )
+    lines += [
+        "",
+        "## ignite's own events",
+        "",
+        "The trainer's engine is an ignite `Engine`: ignite's events fire too, at these",
+        "points, so ignite's handlers, metrics and loggers work on it (see",
+        "[ignite's handlers on hookbus](../guides/ignite-handlers.md)).",
+        "",
+        prose(IGNITE_EVENTS_DOC),
+        "",
+        "| ignite event | fires in a hookbus run |",
+        "|---|---|",
+    ]
+    lines += [f"| `{event.name}` | {when} |" for event, when in IGNITE_EVENTS.items()]
     return "\n".join(lines) + "\n"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from hookbus.engine.state import RUN_STATE_FIELDS, RunState
+from hookbus.engine.state import IGNITE_FIELDS, RUN_STATE_FIELDS, RunState
 from hookbus.reference.docstrings import find_table, prose, summary_line
 from hookbus.reference.hooks_page import hook_classes
 
 _FIELD = re.compile(r"``(?:state\.)?([a-z_]+)")
 
 
-DERIVED: tuple[str, ...] = ("phase_loss", "train_phase_count")
+DERIVED: tuple[str, ...] = ("phase_loss", "phase_number", "train_phase_count")
 """The properties of :class:`RunState` computed from its fields."""
 
 
@@ -54,6 +54,16 @@ def run_state_markdown() -> str:
         kind = str(spec.type).replace("|", "or")
         meaning = prose(spec.metadata["doc"])
         lines.append(f"| `{name}` | {kind} | `{_default(spec)}` | {meaning} | {hooks} |")
+    lines += [
+        "",
+        "## ignite's fields",
+        "",
+        "ignite's own `State` fields are on the run state too, and hold in a hookbus run:",
+        "",
+        "| field | meaning |",
+        "|---|---|",
+        *(f"| `{name}` | {meaning} |" for name, meaning in IGNITE_FIELDS.items()),
+    ]
     lines += [
         "",
         "## Derived values",
