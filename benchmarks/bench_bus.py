@@ -60,7 +60,14 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import interleaved, machine, markdown_table, median, paired_median
+from benchmarks.harness import (
+    interleaved,
+    machine,
+    markdown_table,
+    median,
+    paired_median,
+    quiet_training_log,
+)
 from hookbus import (
     DATASETS,
     Config,
@@ -339,6 +346,7 @@ def measure(
 
 
 def main() -> None:
+    quiet_training_log()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=3000, help="iterations per run")
     parser.add_argument("--rounds", type=int, default=5, help="alternated runs per contender")

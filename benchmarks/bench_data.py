@@ -45,7 +45,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import interleaved, machine, markdown_table, median
+from benchmarks.harness import interleaved, machine, markdown_table, median, quiet_training_log
 from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.data import build_data_loaders, set_loader_epoch
@@ -146,6 +146,7 @@ def recipe_run(workers: int, epochs: int) -> Callable[[], list[tuple[float, floa
 
 
 def main() -> None:
+    quiet_training_log()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rounds", type=int, default=3, help="alternated measurements")

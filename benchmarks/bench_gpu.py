@@ -37,7 +37,7 @@ from torch.utils.data import Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import interleaved, machine, markdown_table, median
+from benchmarks.harness import interleaved, machine, markdown_table, median, quiet_training_log
 from hookbus import DATASETS, Config, Hook, SSLTrainer, default_hooks
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import build_loss
@@ -218,6 +218,7 @@ def hookbus(cfg: Config, warmup: int, channels_last: bool) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
+    quiet_training_log()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=256, help="images per step")
     parser.add_argument("--steps", type=int, default=60, help="steps per run")

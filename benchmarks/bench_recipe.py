@@ -40,7 +40,7 @@ from ignite.engine import Engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import machine, markdown_table, median
+from benchmarks.harness import machine, markdown_table, median, quiet_training_log
 from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
 from hookbus.engine.machine import configure_process
 from hookbus.parts.data import build_data_loaders, set_loader_epoch
@@ -159,6 +159,7 @@ def epoch_sums(steps: list[Clock], per_epoch: int) -> list[Clock]:
 
 
 def main() -> None:
+    quiet_training_log()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5, help="epochs per run, >= 2")
     parser.add_argument("--runs", type=int, default=3, help="runs of both contenders")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import statistics
@@ -59,3 +60,9 @@ def machine() -> str:
         f"({torch.get_num_threads()} threads), {gpu}, load average "
         + " ".join(f"{load:.1f}" for load in os.getloadavg())
     )
+
+
+def quiet_training_log() -> None:
+    """Keep hookbus's progress lines off the console while a benchmark trains in this
+    process (a handler on the ``hookbus`` logger counts as logging configured)."""
+    logging.getLogger("hookbus").addHandler(logging.NullHandler())

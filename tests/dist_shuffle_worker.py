@@ -45,7 +45,11 @@ def main(out: Path) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     shard = GLOBAL_BATCH // world
-    engine = FakeEngine(train=True, iteration=ITERATION, world_size=world, base_model=TinyEncoder())
+    # Inside the step, state.iteration counts it: the shuffle is seeded with the steps
+    # done before it, ITERATION.
+    engine = FakeEngine(
+        train=True, iteration=ITERATION + 1, world_size=world, base_model=TinyEncoder()
+    )
     MomentumTeacherHook(shuffle_bn=True, shuffle_seed=SEED).attach(engine)
     engine.fire_event(SSLEvents.ON_START)
     engine.state.last_batch = {

@@ -76,12 +76,16 @@ class RequestStop(Hook):
 @register_hook("terminate_at")
 class TerminateAt(Hook):
     """Calls ``engine.terminate()`` at one train iteration (counted from 1), from
-    ``on_step``; reads ``train`` and ``iteration``."""
+    ``on_step``, on every rank or on ``rank`` alone; reads ``rank``, ``train`` and
+    ``iteration``."""
 
-    def __init__(self, at_iteration: int) -> None:
+    def __init__(self, at_iteration: int, rank: int | None = None) -> None:
         super().__init__()
-        self.at_iteration = at_iteration
+        self.at_iteration, self.rank = at_iteration, rank
 
     def on_step(self, engine: Engine) -> None:
-        if engine.state.train and engine.state.iteration == self.at_iteration:
+        state = engine.state
+        if self.rank not in (None, state.rank):
+            return
+        if state.train and state.iteration == self.at_iteration:
             engine.terminate()

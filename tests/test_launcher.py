@@ -193,3 +193,18 @@ def test_a_stop_asked_of_one_rank_stops_both_after_the_same_step(tmp_path: Path)
     assert "stopped by SIGTERM after phase 2 step 1 (train iteration 3)" in output
     _, checkpoint = newest_valid_checkpoint(run)  # written by rank 0, which got no signal
     assert (checkpoint["iteration"], checkpoint["phase_done"]) == (3, False)
+
+
+def test_a_terminate_on_one_rank_ends_both_cleanly_at_the_same_boundary(tmp_path: Path) -> None:
+    launcher, run = _train_with_failure_hook(
+        tmp_path, "{name: terminate_at, params: {at_iteration: 3, rank: 1}}"
+    )
+    status = launcher.wait(timeout=120)
+    output = launcher.stdout.read()
+    assert status == 0, output
+    where = "in phase 2 after step 1 of 1 (train iteration 3)"
+    assert f"stopped early by terminate() on another rank {where}" in output  # rank 0
+    assert f"stopped early by terminate() in TerminateAt.on_step {where}" in output  # rank 1
+    _, checkpoint = newest_valid_checkpoint(run)
+    assert (checkpoint["iteration"], checkpoint["phase_done"]) == (3, True)
+    assert checkpoint["stopped_by"] == "terminate() on another rank"
