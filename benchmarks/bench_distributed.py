@@ -45,7 +45,6 @@ def command(contender: str, epochs: int, run_dir: Path) -> list[str]:
         "trainer.test_model=false",
         "hooks.evaluation_report.enabled=false",
         "hooks.progress_bar.enabled=false",
-        "-q",
     ]
     if contender == "2, hookbus launcher":
         overrides.append("distributed.nproc_per_node=2")
@@ -53,7 +52,7 @@ def command(contender: str, epochs: int, run_dir: Path) -> list[str]:
         launcher = [str(TORCHRUN), "--standalone", "--nproc_per_node=2", "-m", "hookbus"]
     else:
         launcher = [sys.executable, "-m", "hookbus"]
-    return [*launcher, "train", str(RECIPE), *overrides]
+    return [*launcher, "train", str(RECIPE), *overrides, "-q"]
 
 
 def run(contender: str, epochs: int, workdir: Path) -> float:

@@ -1,4 +1,5 @@
-"""Errors that are the user's to fix: the CLI prints them in one line and exits with 2."""
+"""The errors the ``hookbus`` command turns into one line and an exit status: a user's
+mistake (2), a write or a collective that failed (1), a preempted run (75)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,15 @@ class CheckpointError(UserError):
 
 class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written (a full disk, say); the previous one is intact."""
+
+
+class CollectiveFailure(RuntimeError):
+    """A collective across ranks failed because another rank died or hung."""
+
+
+PREEMPTED_EXIT_STATUS = 75
+"""Exit status of a preempted run (EX_TEMPFAIL): requeue it to continue."""
+
+
+class PreemptedError(Exception):
+    """The run stopped on a preemption signal; resubmitting it resumes."""

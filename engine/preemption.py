@@ -3,8 +3,9 @@
 Clusters announce preemption with a signal (SLURM sends SIGTERM, or SIGUSR1 with
 ``--signal``). The first signal sets ``state.stop_requested``; the checkpoint hook saves
 at the end of the current step, and the trainer then raises :class:`PreemptedError`,
-which the ``hookbus`` command turns into exit status :data:`PREEMPTED_EXIT_STATUS` for
-a job script to requeue on. A second signal stops at once, from the last checkpoint.
+which the ``hookbus`` command turns into exit status 75
+(:data:`hookbus.engine.errors.PREEMPTED_EXIT_STATUS`) for a job script to requeue on.
+A second signal stops at once, from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -19,17 +20,11 @@ import torch
 import torch.distributed as dist
 
 from hookbus.engine import distributed
+from hookbus.engine.errors import PreemptedError
 
 logger = logging.getLogger("hookbus")
 
-PREEMPTED_EXIT_STATUS = 75
-"""Exit status of a preempted run (EX_TEMPFAIL): requeue it to continue."""
-
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
-
-
-class PreemptedError(Exception):
-    """The run stopped on a preemption signal; resubmitting it resumes."""
 
 
 class PreemptionGuard:

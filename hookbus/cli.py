@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from hookbus.console import setup_console
 from hookbus.engine.config_io import load_config
-from hookbus.engine.distributed import collective_failure
-from hookbus.engine.errors import CheckpointWriteError, UserError
-from hookbus.engine.handler_order import handler_priorities
-from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError
-from hookbus.engine.priorities import priority_label
-from hookbus.export import export_backbone
-from hookbus.hooks.plot import PLOT_FILE, build_figure, read_curves, save_png
+from hookbus.engine.errors import (
+    PREEMPTED_EXIT_STATUS,
+    CheckpointWriteError,
+    CollectiveFailure,
+    PreemptedError,
+    UserError,
+)
 from hookbus.launcher import launch_local
-from hookbus.parts.task import prepare_task
-from hookbus.reference.json_schema import config_json_schema
-from hookbus.run_summary import RunSummary
-from hookbus.trainer import SSLTrainer
 
 EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash, 2 user error (bad config,
 override, file or checkpoint), 75 preempted by SIGTERM/SIGUSR1 (a checkpoint was
@@ -126,93 +120,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_console(args.quiet)
     try:
-        return _COMMANDS[args.command](args)
+        nproc = _processes_to_launch(args)
+        if nproc > 1:
+            forwarded = ["train", args.config, *args.overrides, *(["-q"] if args.quiet else [])]
+            return launch_local(forwarded, nproc)
+        # Loaded here, not at the top: it imports torch, torchvision and the trainer
+        # (about 5 s), which --help, a bad argument and the launcher's parent never need.
+        from hookbus.commands import run
+
+        return run(args)
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (CheckpointWriteError, FloatingPointError) as exc:
+    except (CheckpointWriteError, CollectiveFailure, FloatingPointError) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except PreemptedError as exc:
         print(f"hookbus {args.command}: preempted: {exc}", file=sys.stderr)
         return PREEMPTED_EXIT_STATUS
-    except RuntimeError as exc:
-        failure = collective_failure(exc)
-        if failure is None:
-            raise
-        print(f"hookbus {args.command}: error: {_one_line(failure)}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print(f"hookbus {args.command}: interrupted", file=sys.stderr)
         return 130
 
 
+def _processes_to_launch(args: argparse.Namespace) -> int:
+    """For ``train`` outside a launched rank: ``distributed.nproc_per_node``; else 1."""
+    if args.command != "train" or "WORLD_SIZE" in os.environ:
+        return 1
+    return load_config(args.config, args.overrides).distributed.nproc_per_node
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
-
-
-def _train(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config, args.overrides)
-    nproc = cfg.distributed.nproc_per_node
-    if nproc > 1 and "WORLD_SIZE" not in os.environ:
-        forwarded = ["train", args.config, *args.overrides, *(["-q"] if args.quiet else [])]
-        return launch_local(forwarded, nproc)
-    trainer = SSLTrainer(cfg)
-    summary = RunSummary().attach(trainer.engine)
-    state = trainer.train()
-    if state.rank == 0:
-        print("\n".join(summary.lines(state)))
-    return 0
-
-
-def _validate(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config, args.overrides)
-    trainer = SSLTrainer(cfg)
-    prepare_task(trainer.state, cfg)
-    print(f"{args.config}: valid")
-    return 0
-
-
-def _hooks(args: argparse.Namespace) -> int:
-    trainer = SSLTrainer(load_config(args.config, args.overrides))
-    for event, handlers in handler_priorities(trainer.engine).items():
-        listed = ", ".join(f"{name} ({priority_label(level)})" for name, level in handlers) or "-"
-        print(f"{event:<18} {listed}")
-    stateful = [hook.name for hook in trainer.hooks if hook.has_state()]
-    print(
-        f"\n{len(trainer.hooks)} hooks; lower priorities run first; "
-        f"checkpoints carry the state of: {', '.join(stateful) or 'none'}"
-    )
-    return 0
-
-
-def _schema(args: argparse.Namespace) -> int:
-    print(json.dumps(config_json_schema(), indent=2))
-    return 0
-
-
-def _plot(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run_dir)
-    output = Path(args.output) if args.output else run_dir / PLOT_FILE
-    save_png(build_figure(read_curves(run_dir), str(run_dir)), output)
-    print(f"wrote {output}")
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    weights = export_backbone(Path(args.checkpoint), Path(args.out))
-    print(f"wrote {args.out}: {len(weights)} tensors of the backbone")
-    return 0
-
-
-_COMMANDS = {
-    "train": _train,
-    "validate": _validate,
-    "hooks": _hooks,
-    "schema": _schema,
-    "plot": _plot,
-    "export": _export,
-}
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from hookbus.engine.checkpoint_io import (
 )
 from hookbus.engine.config import Config
 from hookbus.engine.config_io import config_to_yaml
-from hookbus.engine.errors import ConfigError
+from hookbus.engine.errors import ConfigError, PreemptedError
 from hookbus.engine.events import SSLEvents
 from hookbus.engine.handler_order import add_handler, hook_plan
 from hookbus.engine.hook import Hook
@@ -28,7 +28,7 @@ from hookbus.engine.imports import import_user_modules
 from hookbus.engine.lr_scheduler import lr_scheduler_name
 from hookbus.engine.machine import ProcessSettings, configure_process, restore_settings
 from hookbus.engine.phases import build_phase_plan
-from hookbus.engine.preemption import PreemptedError, PreemptionGuard, agreed_stops
+from hookbus.engine.preemption import PreemptionGuard, agreed_stops
 from hookbus.engine.priorities import Priority
 from hookbus.engine.registry import UnknownNameError
 from hookbus.engine.state import RunState

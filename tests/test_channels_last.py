@@ -10,7 +10,7 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer, default_hooks
-from hookbus.engine.preemption import PreemptedError
+from hookbus.engine.errors import PreemptedError
 from hookbus.steps import move_to_device
 from tests.conftest import tiny_config
 from tests.test_preemption import SignalAt

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS
+from hookbus.engine.errors import PREEMPTED_EXIT_STATUS
 from hookbus.launcher import _supervise
 from tests.kill_harness import ROOT, write_recipe
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.engine.preemption import PreemptedError
+from hookbus.engine.errors import PreemptedError
 from tests.test_methods_resume import METHODS, assert_equal_states, run
 from tests.test_preemption import SignalAt
 

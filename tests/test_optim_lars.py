@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from hookbus import Config, SSLTrainer, default_hooks
-from hookbus.engine.preemption import PreemptedError
+from hookbus.engine.errors import PreemptedError
 from hookbus.parts.optim import LARS, build_optimizer
 from tests.conftest import tiny_config
 from tests.test_optim import network

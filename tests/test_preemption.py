@@ -15,7 +15,8 @@ from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer, default_hooks
 from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.preemption import PREEMPTED_EXIT_STATUS, PreemptedError, PreemptionGuard
+from hookbus.engine.errors import PREEMPTED_EXIT_STATUS, PreemptedError
+from hookbus.engine.preemption import PreemptionGuard
 from hookbus.engine.state import RunState
 from tests.conftest import tiny_config
 from tests.kill_harness import ROOT, command, final_parameters, write_recipe

@@ -1,0 +1,94 @@
+"""The ``hookbus`` commands' work: training, validation, the hook plan, the schema, plots
+and exports. :mod:`hookbus.cli` parses the command line and imports this module only
+when a command runs in this process (not for ``--help``, a bad argument or the local
+launcher's parent process), because it loads torch, torchvision and the whole trainer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hookbus.engine.config_io import load_config
+from hookbus.engine.distributed import collective_failure
+from hookbus.engine.errors import CollectiveFailure
+from hookbus.engine.handler_order import handler_priorities
+from hookbus.engine.priorities import priority_label
+from hookbus.export import export_backbone
+from hookbus.hooks.plot import PLOT_FILE, build_figure, read_curves, save_png
+from hookbus.parts.task import prepare_task
+from hookbus.reference.json_schema import config_json_schema
+from hookbus.run_summary import RunSummary
+from hookbus.trainer import SSLTrainer
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``args.command``; returns the exit status. A collective that failed because
+    another rank died or hung becomes :class:`CollectiveFailure` (one line, exit 1)."""
+    try:
+        return _COMMANDS[args.command](args)
+    except RuntimeError as exc:
+        failure = collective_failure(exc)
+        if failure is None:
+            raise
+        raise CollectiveFailure(failure) from exc
+
+
+def _train(args: argparse.Namespace) -> int:
+    trainer = SSLTrainer(load_config(args.config, args.overrides))
+    summary = RunSummary().attach(trainer.engine)
+    state = trainer.train()
+    if state.rank == 0:
+        print("\n".join(summary.lines(state)))
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)
+    trainer = SSLTrainer(cfg)
+    prepare_task(trainer.state, cfg)
+    print(f"{args.config}: valid")
+    return 0
+
+
+def _hooks(args: argparse.Namespace) -> int:
+    trainer = SSLTrainer(load_config(args.config, args.overrides))
+    for event, handlers in handler_priorities(trainer.engine).items():
+        listed = ", ".join(f"{name} ({priority_label(level)})" for name, level in handlers) or "-"
+        print(f"{event:<18} {listed}")
+    stateful = [hook.name for hook in trainer.hooks if hook.has_state()]
+    print(
+        f"\n{len(trainer.hooks)} hooks; lower priorities run first; "
+        f"checkpoints carry the state of: {', '.join(stateful) or 'none'}"
+    )
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    print(json.dumps(config_json_schema(), indent=2))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    output = Path(args.output) if args.output else run_dir / PLOT_FILE
+    save_png(build_figure(read_curves(run_dir), str(run_dir)), output)
+    print(f"wrote {output}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    weights = export_backbone(Path(args.checkpoint), Path(args.out))
+    print(f"wrote {args.out}: {len(weights)} tensors of the backbone")
+    return 0
+
+
+_COMMANDS = {
+    "train": _train,
+    "validate": _validate,
+    "hooks": _hooks,
+    "schema": _schema,
+    "plot": _plot,
+    "export": _export,
+}
