@@ -64,7 +64,7 @@ IGNITE_EVENTS: dict[Events, str] = {  # when each fires in a hookbus run
     Events.ITERATION_STARTED: "train phases: before the train step; `state.iteration` "
     "already counts it",
     Events.ITERATION_COMPLETED: "train phases: after the step and its counters, right "
-    "before `on_step`; `state.output` holds what the step returned (`{'loss': ...}`)",
+    "before `on_step`; `state.output` holds what the step returned (the loss)",
     Events.EPOCH_COMPLETED: "at the end of each train phase, inside `on_phase_end` right "
     "after the meter sync (so the phase's metrics are final, and what an ignite metric "
     "computes here is recorded with them)",

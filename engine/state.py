@@ -175,7 +175,9 @@ IGNITE_FIELDS: dict[str, str] = {
     "epoch_length": "steps of a train phase",
     "iteration": "train steps begun in the run: inside a train step and its events, the "
     "number of the current step (from 1, as ignite counts); after it, steps done",
-    "output": "what the train step returned: the standard step returns `{'loss': state.loss}`",
+    "output": "what the train step returned: the standard step returns the step's loss, "
+    "detached and averaged over ranks (`state.loss`, a 0-d tensor), as ignite's "
+    "supervised trainer returns its loss",
     "batch": "the batch of the current step, as the data loader gave it",
     "dataloader": "the data loader of the current phase",
     "metrics": "the phase's metrics: the meters' values after the meter sync, and what "

@@ -42,7 +42,7 @@ def plain_step(engine: Engine, batch: Any) -> Any:
             meter.update(output, batch)
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
     if not state.train:
-        return {"loss": state.loss}
+        return state.loss
 
     state.optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -53,4 +53,4 @@ def plain_step(engine: Engine, batch: Any) -> Any:
     state.optimizer.step()
     state.updates += 1
     engine.fire_event(SSLEvents.ON_UPDATE)
-    return {"loss": state.loss}
+    return state.loss

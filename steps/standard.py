@@ -54,7 +54,7 @@ def clip_gradients(
 
 
 @register_train_step("standard_train_step")
-def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
+def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
     """One batch of SSL training or testing on the run state of ``engine``.
 
     Fires, in order: ``on_forward`` (after the model forward; ``state.last_output`` set),
@@ -70,7 +70,7 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
     (``state.lr_scheduler``); with ``optimizer.clip_grad_norm`` the gradients are clipped
     after the ``on_backward`` handlers and before the step, and ``state.grad_norm`` holds
     their norm before it. ``state.updates`` counts the optimizer step before
-    ``on_update`` fires. Returns ``{"loss": state.loss}``, which the trainer keeps as
+    ``on_update`` fires. Returns the loss (``state.loss``), which the trainer keeps as
     ``state.output`` for ignite's handlers.
     """
     state = engine.state
@@ -107,7 +107,7 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
 
         if not train:
-            return {"loss": state.loss}
+            return state.loss
         optimizer = state.optimizer
         if first:
             optimizer.zero_grad(set_to_none=True)
@@ -134,4 +134,4 @@ def standard_train_step(engine: Engine, batch: Any) -> dict[str, Any]:
             optimizer.step()
         state.updates += 1
         engine.fire_event(SSLEvents.ON_UPDATE)
-    return {"loss": state.loss}
+    return state.loss

@@ -63,7 +63,7 @@ def test_ignite_state_fields_mean_what_ignite_users_expect(tmp_path: Path) -> No
 
     def look(engine: Engine) -> None:
         state = engine.state
-        seen.append((state.epoch, state.iteration, state.output["loss"] is state.loss))
+        seen.append((state.epoch, state.iteration, state.output is state.loss))
 
     run.engine.add_event_handler(Events.ITERATION_COMPLETED, look)
     state = run.train()

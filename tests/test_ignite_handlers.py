@@ -217,7 +217,7 @@ def test_tensorboard_logger_writes_the_loss_and_lr_by_iteration(tmp_path: Path) 
     board = TensorboardLogger(log_dir=tmp_path / "tb")
     board.attach(
         run.engine,
-        OutputHandler(tag="training", output_transform=lambda output: {"loss": output["loss"]}),
+        OutputHandler(tag="training", output_transform=lambda loss: {"loss": loss}),
         Events.ITERATION_COMPLETED,
     )
     board.attach(run.engine, OptimizerParamsHandler(state.optimizer), Events.ITERATION_STARTED)
@@ -231,9 +231,7 @@ def test_tensorboard_logger_writes_the_loss_and_lr_by_iteration(tmp_path: Path) 
 
 def test_running_average_of_the_loss_is_recorded_with_the_train_phases(tmp_path: Path) -> None:
     run = trainer(tmp_path / "run")
-    RunningAverage(output_transform=lambda output: output["loss"]).attach(
-        run.engine, "running_loss"
-    )
+    RunningAverage(output_transform=lambda loss: loss).attach(run.engine, "running_loss")
     run.train()
     lines = metrics_lines(tmp_path / "run")
     assert all("running_loss" in line for line in lines if line["train"])
@@ -242,7 +240,7 @@ def test_running_average_of_the_loss_is_recorded_with_the_train_phases(tmp_path:
 
 def test_average_of_the_loss_equals_the_phase_mean_loss(tmp_path: Path) -> None:
     run = trainer(tmp_path / "run")
-    Average(output_transform=lambda output: output["loss"]).attach(run.engine, "average_loss")
+    Average().attach(run.engine, "average_loss")  # the default usage and transform
     run.train()
     train_lines = [line for line in metrics_lines(tmp_path / "run") if line["train"]]
     assert len(train_lines) == 2
@@ -257,7 +255,7 @@ def test_a_custom_metric_on_ssl_events_is_recorded_for_every_phase(tmp_path: Pat
         completed=SSLEvents.ON_PHASE_END,
         iteration_completed=SSLEvents.ON_STEP,
     )
-    counter = StepCounter(output_transform=lambda output: output["loss"])
+    counter = StepCounter()
     counter.attach(run.engine, "steps", usage=usage)
     state = run.train()
     assert [line["steps"] for line in metrics_lines(tmp_path / "run")] == [3, 1, 3, 1]
