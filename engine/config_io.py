@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
+from hookbus.engine.yaml_safety import load_yaml
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
@@ -28,17 +29,15 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """The mapping in a YAML file, loaded with ``yaml.safe_load``."""
+    """The mapping in a YAML file, loaded safely and within bounds
+    (:func:`hookbus.engine.yaml_safety.load_yaml`)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML in {path}: {_yaml_problem(exc)}") from None
+    data = load_yaml(text, str(path))
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -52,10 +51,7 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
     parts = key.strip().split(".")
     if not sep or not all(part.strip() for part in parts):
         raise ConfigError(f"override {override!r} must look like section.key=value")
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override {override!r}: bad value: {_yaml_problem(exc)}") from None
+    value = load_yaml(text, f"override {_excerpt(override)}") if text.strip() else ""
     node = raw
     for depth, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
@@ -91,7 +87,7 @@ def _describe(error: dict[str, Any]) -> str:
     if error["type"] == "value_error" and isinstance(error.get("input"), dict):
         # A check across a section's keys: the message names them; the input is the section.
         return f"{path}: {error['msg'].removeprefix('Value error, ')}"
-    return f"{path}: {error['msg']} (got {error.get('input')!r})"
+    return f"{path}: {error['msg']} (got {_excerpt(error.get('input'))})"
 
 
 def _allowed_keys(parents: list[str]) -> list[str]:
@@ -105,9 +101,7 @@ def _allowed_keys(parents: list[str]) -> list[str]:
     return list(model.model_fields)
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    if mark is not None:
-        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
-    return str(problem)
+def _excerpt(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error quotes a short excerpt."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
