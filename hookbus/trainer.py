@@ -31,6 +31,7 @@ from hookbus.engine.phases import build_phase_plan
 from hookbus.engine.preemption import PreemptionGuard, agreed_stops
 from hookbus.engine.priorities import Priority
 from hookbus.engine.registry import UnknownNameError
+from hookbus.engine.run_lock import RunLock
 from hookbus.engine.state import RunState
 from hookbus.engine.training_state import ResumePoint, restore_training_state
 from hookbus.hooks.defaults import default_hooks
@@ -104,6 +105,7 @@ class SSLTrainer:
         self._meters: list[Any] = []
         self._settings_before: ProcessSettings | None = None
         self._start: ResumePoint | None = None
+        self._lock: RunLock | None = None
         self._phase_started = 0.0
         self._skip_epoch_completed = False
 
@@ -122,7 +124,9 @@ class SSLTrainer:
 
         After it, ``state.model``, ``state.optimizer`` and the data loaders exist, so
         ignite handlers that need them (``ModelCheckpoint``, a ``ParamScheduler`` on the
-        optimizer) can be built and attached before ``train()``.
+        optimizer) can be built and attached before ``train()``. Rank 0 takes the run
+        directory's lock here (:class:`hookbus.engine.run_lock.RunLock`); ``train()``
+        releases it when it returns or raises.
         """
         if self._start is not None:
             return self.state
@@ -136,6 +140,8 @@ class SSLTrainer:
         state.max_iterations = sum(p.length for p in state.phases if p.train)
         state.max_epochs = state.train_phase_count
         state.epoch_length = train_len
+        if state.rank == 0 and self._lock is None:
+            self._lock = RunLock.acquire(state.run_dir)
         self._start = self._restore()
         state.epoch = state.train_phase_idx + 1
         return state
@@ -158,6 +164,9 @@ class SSLTrainer:
             raise
         finally:
             self._release_data()
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
             if self._settings_before is not None:
                 restore_settings(self._settings_before)
                 self._settings_before = None

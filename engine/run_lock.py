@@ -1,0 +1,83 @@
+"""The run lock: one training process per run directory.
+
+Two ``hookbus train`` on one directory would interleave their checkpoints and write each
+phase twice into ``metrics.json``. The first takes an exclusive ``flock`` on
+``RUN_DIR/.hookbus.lock`` and writes its pid, host and start time into the file; a
+second is refused at once with a message naming the holder. The operating system drops
+the lock when the holder's process ends however it ends (``kill -9`` included), so a
+lock left by a dead process is taken over by the next run; the file itself is never
+trusted, only the ``flock`` on it. ``flock`` works on local file systems; on a network
+file system that does not support it the lock may not hold.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from pathlib import Path
+
+from hookbus.engine.errors import UserError
+
+LOCK_NAME = ".hookbus.lock"
+
+
+class RunDirectoryBusy(UserError):
+    """Another process is training in this run directory."""
+
+
+class RunLock:
+    """An exclusive lock on a run directory, held from :meth:`acquire` to :meth:`release`.
+
+    Example::
+
+        lock = RunLock.acquire(Path("runs/simclr"))
+        try:
+            ...  # train
+        finally:
+            lock.release()
+    """
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, run_dir: Path) -> RunLock:
+        """Lock ``run_dir`` (created if missing), or raise :class:`RunDirectoryBusy`."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / LOCK_NAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise RunDirectoryBusy(
+                f"run directory {run_dir} is in use by another training process ({holder}); "
+                "wait for it to finish or stop it, or choose another checkpoint.dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {started}\n".encode())
+        os.fsync(fd)
+        return cls(path, fd)
+
+    def release(self) -> None:
+        """Unlock (the file stays, empty of meaning until the next run locks it)."""
+        if self._fd is None:
+            return
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object still holds the lock."""
+        return self._fd is not None
+
+
+def _read_holder(fd: int) -> str:
+    text = os.pread(fd, 200, 0).decode("utf-8", errors="replace").strip()
+    return text or "holder unknown"
