@@ -12,6 +12,7 @@ import torch
 from ignite.engine import State
 
 from hookbus.engine.checkpoint_io import FORMAT
+from hookbus.engine.config_changes import config_changes
 from hookbus.engine.errors import CheckpointError, ConfigError
 
 logger = logging.getLogger("hookbus")
@@ -70,11 +71,19 @@ def restore_training_state(state: State, checkpoint: dict[str, Any], source: str
     Restores the weights, optimizer, scaler, loss, the hooks' states by name, the
     counters and the RNG states; for a checkpoint taken inside a phase, also the meters
     (by name, among ``state.meters``) and ``loss_sum``. Sets ``state.resumed_from``.
-    Returns where to continue. Raises :class:`CheckpointError` when the weights do not
-    fit the model and :class:`ConfigError` when the checkpoint's phase is of another
-    kind than the plan's phase of that index.
+    Returns where to continue. Raises :class:`ConfigError`, before restoring anything,
+    when the config changed in a way a resumed run cannot take
+    (:func:`hookbus.engine.config_changes.config_changes`, which also logs the changes
+    it applies) or the checkpoint's phase is of another kind than the plan's phase of
+    that index, and :class:`CheckpointError` when the weights do not fit the model.
     """
     phase_idx = checkpoint["phase_idx"]
+    mid_phase = not checkpoint.get("phase_done", True)
+    changes = config_changes(
+        checkpoint.get("config"), state.cfg, mid_phase=mid_phase, source=source
+    )
+    if changes:
+        logger.info("resuming with config changes: %s", "; ".join(changes))
     _check_phase_kind(state, checkpoint, source)
     _load_model(state.base_model, checkpoint["model"], source)
     state.optimizer.load_state_dict(checkpoint["optimizer"])

@@ -87,8 +87,8 @@ def test_checkpoint_of_another_model_exits_2_naming_the_keys(
     wider.append("optimizer.num_epochs=2")
     assert main(["train", RECIPE, f"checkpoint.dir={tmp_path}", *wider, "-q"]) == 2
     err = one_line(capsys)
-    assert "does not fit this model" in err
-    assert "backbone.layers.0.weight: (8, 1, 3, 3) vs (16, 1, 3, 3)" in err
+    assert "cannot change in a resumed run" in err
+    assert "model.backbone.width: 8 -> 16" in err
 
 
 def test_collective_failures_are_told_apart_from_other_runtime_errors() -> None:

@@ -12,8 +12,8 @@ import torch
 from ignite.engine import Engine
 
 import hookbus.engine.checkpoint_io as checkpoint_io
-from hookbus import CheckpointError, Hook, SSLTrainer, default_hooks
-from hookbus.engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint
+from hookbus import CheckpointError, ConfigError, Hook, SSLTrainer, default_hooks
+from hookbus.engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint, save_atomic
 from hookbus.engine.errors import CheckpointWriteError
 from hookbus.hooks.nan_check import NonFiniteLossError
 from tests.conftest import tiny_config
@@ -56,9 +56,26 @@ def test_full_disk_reports_the_error_and_leaves_the_previous_checkpoint(
     assert not [p for p in os.listdir(run) if ".tmp-" in p]
 
 
-def test_checkpoint_of_another_model_shape_names_the_mismatched_keys(tmp_path: Path) -> None:
+def test_checkpoint_of_another_model_shape_names_the_changed_keys(tmp_path: Path) -> None:
     run = tmp_path / "run"
     SSLTrainer(tiny_config(run, optimizer={"num_epochs": 1})).train()
+    wider = tiny_config(
+        run,
+        optimizer={"num_epochs": 2},
+        model={"backbone": {"width": 8}, "head": {"dims": [32, 16, 8]}},
+    )
+    with pytest.raises(ConfigError, match="cannot change in a resumed run") as error:
+        SSLTrainer(wider).train()
+    assert "model.backbone.width: 4 -> 8" in str(error.value)
+    assert "model.head.dims: [16, 16, 8] -> [32, 16, 8]" in str(error.value)
+
+
+def test_checkpoint_without_its_config_names_the_mismatched_weights(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    SSLTrainer(tiny_config(run, optimizer={"num_epochs": 1})).train()
+    path, checkpoint = newest_valid_checkpoint(run)
+    del checkpoint["config"]  # as a checkpoint made by hand would be
+    save_atomic(checkpoint, path.resolve())
     wider = tiny_config(
         run,
         optimizer={"num_epochs": 2},
