@@ -10,7 +10,12 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import ConfigError, Hook, SSLEvents, SSLTrainer, default_hooks
-from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
+from hookbus.engine.checkpoint_io import (
+    POINTER_NAME,
+    load_checkpoint,
+    newest_valid_checkpoint,
+    save_atomic,
+)
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.meter_sync import MeterSyncHook
 from tests.conftest import tiny_config
@@ -215,6 +220,11 @@ def test_resume_refuses_a_changed_phase_plan(tmp_path: Path) -> None:
     SSLTrainer(tiny_config(run, optimizer={"num_epochs": 1}), hooks=[CheckpointHook(run)]).train()
     # Without test phases, the checkpoint's phase 1 (a test phase) would be a train phase.
     changed = tiny_config(run, optimizer={"num_epochs": 2}, trainer={"test_model": False})
+    with pytest.raises(ConfigError, match="trainer.test_model: True -> False"):
+        SSLTrainer(changed, hooks=[]).train()
+    path, checkpoint = newest_valid_checkpoint(run)
+    del checkpoint["config"]  # a checkpoint without its config: the phase kinds still tell
+    save_atomic(checkpoint, path.resolve())
     with pytest.raises(ConfigError, match="test_every_num_epochs or trainer.test_model"):
         SSLTrainer(changed, hooks=[]).train()
 
