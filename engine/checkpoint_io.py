@@ -34,6 +34,15 @@ REQUIRED_KEYS = (
     "optimizer",
     "hooks",
 )
+COUNTER_KEYS = (
+    "phase_idx",
+    "train_phase_idx",
+    "iteration",
+    "iteration_num",
+    "phase_batches",
+    "updates",
+)
+"""Keys that must hold plain integers: a crafted value of another type is refused."""
 CHECKSUM_SUFFIX = ".sha256"
 _NAME = re.compile(r"^phase(\d+)_batch(\d+)\.torch$")
 _TEMPORARY = re.compile(r"^\..+\.tmp-\d+$")
@@ -71,15 +80,21 @@ def verify_checksum(path: Path) -> None:
     """Raise CheckpointError unless ``path`` matches its sidecar's size and SHA-256."""
     sidecar = checksum_path(path.resolve())
     try:
-        digest, size = sidecar.read_text().split()
+        digest, size_text = sidecar.read_text(encoding="ascii").split()
+        size = int(size_text)
     except FileNotFoundError:
         raise CheckpointError(
             f"checkpoint {path} has no checksum file {sidecar.name}: it may be incomplete"
         ) from None
-    except ValueError:
+    except (ValueError, UnicodeDecodeError):
         raise CheckpointError(f"checksum file {sidecar} is malformed") from None
-    data = path.read_bytes()
-    if len(data) != int(size):
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checksum file {sidecar}: {exc}") from None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from None
+    if len(data) != size:
         raise CheckpointError(
             f"checkpoint {path} is {len(data)} bytes, its checksum file says {size}: truncated"
         )
@@ -158,7 +173,15 @@ def newest_valid_checkpoint(directory: Path) -> tuple[Path, dict[str, Any]] | No
     candidates = list(reversed(list_checkpoints(directory)))
     if pointer.exists():
         target = pointer.resolve()
-        candidates = [target] + [p for p in candidates if p.resolve() != target]
+        if target.parent != directory.resolve():
+            logger.warning(
+                "%s points outside its directory (%s): ignored; the checkpoints in %s are used",
+                pointer,
+                target,
+                directory,
+            )
+        else:
+            candidates = [target] + [p for p in candidates if p.resolve() != target]
     elif pointer.is_symlink():
         logger.warning("%s points to a missing file (%s)", pointer, os.readlink(pointer))
     problems = []
@@ -191,7 +214,26 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     missing = [key for key in REQUIRED_KEYS if key not in checkpoint]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks the keys {missing}")
+    for key in COUNTER_KEYS:
+        value = checkpoint.get(key)
+        if key in checkpoint and (type(value) is not int or value < -1):
+            raise CheckpointError(
+                f"checkpoint {path}: {key} must be a counter (an int >= -1), "
+                f"not {type(value).__name__} {str(value)[:40]!r}"
+            )
+    for key in ("model", "optimizer", "hooks"):
+        if not isinstance(checkpoint[key], dict):
+            raise CheckpointError(f"checkpoint {path}: {key} must be a mapping")
     return checkpoint
+
+
+def load_verified_checkpoint(path: Path) -> dict[str, Any]:
+    """:func:`load_checkpoint` after :func:`verify_checksum`: what every reader of a
+    hookbus checkpoint given by path uses (export, pretrained weights)."""
+    if not path.exists():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    verify_checksum(path)
+    return load_checkpoint(path)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from hookbus.engine.checkpoint_io import load_checkpoint
+from hookbus.engine.checkpoint_io import load_verified_checkpoint
 from hookbus.engine.config_io import validate_config
+from hookbus.engine.errors import UserError
 from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.pretrained import backbone_state_dict
 from hookbus.parts.models.resnet import RESNETS
@@ -31,9 +32,11 @@ def export_backbone(
     that layer for a task. A ResNet trained with ``model.backbone.small_stem`` loads
     into a torchvision model whose ``conv1`` is a 3x3 stride-1 convolution and whose
     ``maxpool`` is ``nn.Identity()``. The file is written to a temporary name, then
-    renamed.
+    renamed. The checkpoint must match its checksum file, as on resume.
     """
-    saved = load_checkpoint(checkpoint)
+    if out.is_dir():
+        raise UserError(f"{out} is a directory: give the path of the file to write (.pth)")
+    saved = load_verified_checkpoint(checkpoint)
     cfg = validate_config(saved.get("config", {}), f"the config in {checkpoint}")
     weights = backbone_state_dict(saved["model"])
     backbone = cfg.model.backbone

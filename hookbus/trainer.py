@@ -20,7 +20,7 @@ from hookbus.engine.checkpoint_io import (
 )
 from hookbus.engine.config import Config
 from hookbus.engine.config_io import config_to_yaml
-from hookbus.engine.errors import ConfigError, PreemptedError
+from hookbus.engine.errors import CheckpointWriteError, ConfigError, PreemptedError
 from hookbus.engine.events import SSLEvents
 from hookbus.engine.handler_order import add_handler, hook_plan
 from hookbus.engine.hook import Hook
@@ -199,7 +199,7 @@ class SSLTrainer:
             )
             return state
         if state.rank == 0:
-            write_text_atomic(state.run_dir / "config.yaml", config_to_yaml(self.cfg))
+            self._write_config()
         engine.should_terminate = engine.should_terminate_single_epoch = False
         started = time.perf_counter()
         engine.fire_event(SSLEvents.ON_START)
@@ -226,6 +226,15 @@ class SSLTrainer:
             engine.fire_event(Events.COMPLETED)
         engine.fire_event(SSLEvents.ON_END)
         return state
+
+    def _write_config(self) -> None:
+        path = self.state.run_dir / "config.yaml"
+        try:
+            write_text_atomic(path, config_to_yaml(self.cfg))
+        except OSError as exc:
+            raise CheckpointWriteError(
+                f"cannot write {path}: {exc.strerror or exc}; nothing was trained"
+            ) from exc
 
     def _stop_if_asked(self, terminate: bool) -> None:
         if terminate:

@@ -9,7 +9,13 @@ from typing import Any
 
 from ignite.engine import Engine
 
-from hookbus.engine.checkpoint_io import checkpoint_name, point_to_newest, remove_old, save_atomic
+from hookbus.engine.checkpoint_io import (
+    checkpoint_name,
+    list_checkpoints,
+    point_to_newest,
+    remove_old,
+    save_atomic,
+)
 from hookbus.engine.checkpoint_writer import CheckpointWriter
 from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointWriteError
@@ -153,9 +159,13 @@ class CheckpointHook(Hook):
         try:
             save_atomic(checkpoint, path)
         except OSError as exc:
+            previous = (
+                f"the previous checkpoint in {self.directory} is intact"
+                if list_checkpoints(self.directory)
+                else f"no checkpoint was written in {self.directory} yet"
+            )
             raise CheckpointWriteError(
-                f"cannot write checkpoint {path}: {exc.strerror or exc}; the previous "
-                f"checkpoint in {self.directory} is intact"
+                f"cannot write checkpoint {path}: {exc.strerror or exc}; {previous}"
             ) from exc
         point_to_newest(self.directory, path.name)
         remove_old(self.directory, self.keep_last)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hookbus.engine.checkpoint_io import write_text_atomic
-from hookbus.engine.errors import UserError
+from hookbus.engine.errors import DataError, UserError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -90,24 +90,40 @@ def read_metrics_rows(path: Path) -> list[dict[str, Any]]:
     Blank lines and a truncated last line (a crash mid-write) are skipped.
     """
     rows: dict[int, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in _read_text(path).splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
-        rows[row["phase_idx"]] = row
+        if isinstance(row, dict) and type(row.get("phase_idx")) is int:
+            rows[row["phase_idx"]] = row
     return [rows[key] for key in sorted(rows)]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
 
 
 def read_curves(run_dir: Path) -> RunCurves:
     """The curves of a run directory: ``curves.json``, or else the phases of ``metrics.json``.
 
-    Raises :class:`hookbus.engine.errors.UserError` when the directory has neither file.
+    Raises :class:`hookbus.engine.errors.UserError` when the directory has neither file,
+    and :class:`hookbus.engine.errors.DataError` for one that cannot be read or parsed
+    (lines of ``metrics.json`` that are not phase records are skipped).
     """
     run_dir = Path(run_dir)
     curves_path, metrics_path = run_dir / CURVES_FILE, run_dir / METRICS_FILE
     if curves_path.is_file():
-        return RunCurves.from_dict(json.loads(curves_path.read_text(encoding="utf-8")))
+        try:
+            return RunCurves.from_dict(json.loads(_read_text(curves_path)))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise DataError(
+                f"{curves_path} is not a curves file ({type(exc).__name__}: "
+                f"{str(exc)[:80]}); delete it to redraw from {METRICS_FILE}"
+            ) from None
     if metrics_path.is_file():
         return RunCurves(phases=read_metrics_rows(metrics_path))
     raise UserError(f"{run_dir}: no {CURVES_FILE} or {METRICS_FILE}; is it a run directory?")

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from hookbus.engine.checkpoint_io import FORMAT, load_checkpoint
+from hookbus.engine.checkpoint_io import FORMAT, load_verified_checkpoint
 from hookbus.engine.errors import CheckpointError
 
 BACKBONE_PREFIX = "backbone."
@@ -29,9 +29,9 @@ def backbone_state_dict(model_weights: dict[str, Tensor]) -> dict[str, Tensor]:
 def read_backbone_weights(path: Path) -> dict[str, Tensor]:
     """The backbone weights in ``path``, keyed as the backbone's own state dict.
 
-    ``path`` is a hookbus checkpoint (its model's ``backbone.*`` entries are taken) or a
-    plain state dict as ``hookbus export`` writes it (torchvision's ``fc.*`` dropped).
-    Loaded with ``weights_only=True``.
+    ``path`` is a hookbus checkpoint (verified against its checksum file; its model's
+    ``backbone.*`` entries are taken) or a plain state dict as ``hookbus export`` writes
+    it (torchvision's ``fc.*`` dropped). Loaded with ``weights_only=True``.
     """
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
@@ -40,7 +40,7 @@ def read_backbone_weights(path: Path) -> dict[str, Tensor]:
     except Exception as exc:
         raise CheckpointError(f"cannot load weights from {path}: {exc}") from exc
     if isinstance(loaded, dict) and loaded.get("format") == FORMAT:
-        weights = backbone_state_dict(load_checkpoint(path)["model"])
+        weights = backbone_state_dict(load_verified_checkpoint(path)["model"])
         if not weights:
             raise CheckpointError(f"checkpoint {path} holds no backbone weights")
         return weights
