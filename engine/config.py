@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Size = Annotated[int, Field(ge=1, le=65_536)]
+"""A layer width or a count of features: 1 to 65536."""
+
+Positive = Annotated[float, Field(gt=0)]
+"""A number above zero (a standard deviation to divide by)."""
+
+MAX_PIXELS = 4096
+"""Largest image side accepted, in pixels (a 4096x4096 RGB float image is 200 MB)."""
 
 
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, values are checked on set."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class TrainerConfig(Section):
@@ -24,9 +33,11 @@ class TrainerConfig(Section):
     test_model: bool = Field(True, description="run test phases")
     test_only: bool = Field(False, description="run one test phase and no training")
     test_every_num_epochs: int = Field(
-        1, ge=1, description="a test phase after every N train phases"
+        1, ge=1, le=100_000, description="a test phase after every N train phases"
     )
-    log_frequency: int = Field(10, ge=1, description="log a line every N train iterations")
+    log_frequency: int = Field(
+        10, ge=1, le=10**9, description="log a line every N train iterations"
+    )
     resume_stopped: bool = Field(
         False,
         description="go on with a run that a handler ended early with engine.terminate() "
@@ -68,8 +79,8 @@ class AugmentConfig(Section):
 class SmallViewsConfig(Section):
     """Multi-crop: small views made beside the ``data.num_views`` large ones."""
 
-    count: int = Field(0, ge=0, description="small views per image (0: no multi-crop)")
-    size: int = Field(12, ge=4, description="side of the small views, in pixels")
+    count: int = Field(0, ge=0, le=64, description="small views per image (0: no multi-crop)")
+    size: int = Field(12, ge=4, le=MAX_PIXELS, description="side of the small views, in pixels")
     crop_area: tuple[float, float] = Field(
         (0.25, 0.6), description="random resized crop of the small views: area range"
     )
@@ -99,7 +110,7 @@ class TorchvisionAugmentConfig(Section):
     mean: tuple[float, float, float] = Field(
         (0.485, 0.456, 0.406), description="per-channel mean used to normalise"
     )
-    std: tuple[float, float, float] = Field(
+    std: tuple[Positive, Positive, Positive] = Field(
         (0.229, 0.224, 0.225), description="per-channel standard deviation used to normalise"
     )
 
@@ -118,17 +129,19 @@ class ImageFolderConfig(Section):
 class SyntheticDataConfig(Section):
     """The generated ``synthetic`` data set: one oriented stripe pattern per class."""
 
-    num_classes: int = Field(4, ge=2, description="classes")
-    train_size: int = Field(256, ge=1, description="train images")
-    test_size: int = Field(64, ge=1, description="test images")
-    channels: int = Field(3, ge=1, description="image channels")
+    num_classes: int = Field(4, ge=2, le=100_000, description="classes")
+    train_size: int = Field(256, ge=1, le=10**7, description="train images")
+    test_size: int = Field(64, ge=1, le=10**7, description="test images")
+    channels: int = Field(3, ge=1, le=64, description="image channels")
 
 
 class DataConfig(Section):
     name: str = Field("digits", description="data set, by its registered name")
-    image_size: int = Field(16, ge=4, description="side of the square images, in pixels")
+    image_size: int = Field(
+        16, ge=4, le=MAX_PIXELS, description="side of the square images, in pixels"
+    )
     num_views: int = Field(
-        2, ge=1, description="large augmented views per image (the small ones: small_views)"
+        2, ge=1, le=64, description="large augmented views per image (the small ones: small_views)"
     )
     small_views: SmallViewsConfig = Field(default_factory=SmallViewsConfig)
     pipeline: Literal["batch", "torchvision"] = Field(
@@ -136,17 +149,17 @@ class DataConfig(Section):
         description="batch: batched augmentations of in-memory image tensors (data.augment); "
         "torchvision: per-image transforms.v2 (data.torchvision), needed by image_folder",
     )
-    batch_size: int = Field(256, ge=1, description="train batch size per process")
-    test_batch_size: int = Field(256, ge=1, description="test and memory batch size")
+    batch_size: int = Field(256, ge=1, le=65_536, description="train batch size per process")
+    test_batch_size: int = Field(256, ge=1, le=65_536, description="test and memory batch size")
     drop_last: bool = Field(True, description="drop the last partial train batch")
-    num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
+    num_workers: int = Field(0, ge=0, le=256, description="DataLoader worker processes")
     pin_memory: bool | Literal["auto"] = Field(
         "auto", description="pin the batches' host memory; auto: when training on a GPU"
     )
     prefetch_factor: int = Field(
-        2, ge=1, description="batches each worker prepares ahead (with num_workers > 0)"
+        2, ge=1, le=1024, description="batches each worker prepares ahead (with num_workers > 0)"
     )
-    test_size: int = Field(500, ge=1, description="held-out images (digits)")
+    test_size: int = Field(500, ge=1, le=10**7, description="held-out images (digits)")
     augment: AugmentConfig = Field(default_factory=AugmentConfig)
     torchvision: TorchvisionAugmentConfig = Field(default_factory=TorchvisionAugmentConfig)
     folder: ImageFolderConfig = Field(default_factory=ImageFolderConfig)
@@ -164,7 +177,7 @@ class DataConfig(Section):
 
 class CudaCacheConfig(Section):
     clear_cuda_cache: bool = Field(False, description="empty the CUDA cache periodically")
-    clear_freq: int = Field(100, ge=1, description="every N train iterations")
+    clear_freq: int = Field(100, ge=1, le=10**9, description="every N train iterations")
 
 
 class AmpConfig(Section):
@@ -174,8 +187,8 @@ class AmpConfig(Section):
 
 class BackboneConfig(Section):
     name: str = Field("small_cnn", description="backbone, by its registered name")
-    width: int = Field(32, ge=1, description="channels of the first layer (small_cnn)")
-    in_channels: int = Field(1, ge=1, description="image channels")
+    width: int = Field(32, ge=1, le=4096, description="channels of the first layer (small_cnn)")
+    in_channels: int = Field(1, ge=1, le=64, description="image channels")
     small_stem: bool = Field(
         False,
         description="resnet*: a 3x3 stride-1 first convolution and no max-pool, for small "
@@ -184,7 +197,7 @@ class BackboneConfig(Section):
 
 
 class HeadConfig(Section):
-    dims: list[int] = Field(
+    dims: list[Size] = Field(
         default_factory=lambda: [128, 128, 64],
         min_length=2,
         description="projection MLP sizes, input first",
@@ -195,7 +208,7 @@ class HeadConfig(Section):
 class PredictorConfig(Section):
     """The prediction MLP on top of the projection head (BYOL)."""
 
-    dims: list[int] = Field(
+    dims: list[Size] = Field(
         default_factory=list,
         description="prediction MLP sizes, input first (= model.head.dims[-1]); empty: none",
     )
@@ -211,7 +224,7 @@ class PredictorConfig(Section):
 class PrototypesConfig(Section):
     """A linear layer without bias on the L2-normalised embeddings (SwAV, DINO)."""
 
-    count: int = Field(0, ge=0, description="prototypes (output scores); 0: none")
+    count: int = Field(0, ge=0, le=10**6, description="prototypes (output scores); 0: none")
     weight_norm: bool = Field(
         False,
         description="use L2-normalised prototype weights in the forward (DINO's "
@@ -223,7 +236,7 @@ class LinearEvalConfig(Section):
     """Linear evaluation: a linear classifier trained on a frozen backbone."""
 
     enabled: bool = Field(False, description="train a linear classifier, not an SSL head")
-    num_classes: int = Field(10, ge=2, description="classes of the linear classifier")
+    num_classes: int = Field(10, ge=2, le=100_000, description="classes of the linear classifier")
     feature_norm: bool = Field(
         True,
         description="normalise each feature dimension (BatchNorm without affine parameters) "
@@ -262,8 +275,8 @@ class MomentumSchedule(Section):
 class MocoConfig(MomentumSchedule):
     """MoCo v2: the momentum key encoder and the queue of keys."""
 
-    temperature: float = Field(0.2, gt=0, description="softmax temperature")
-    queue_size: int = Field(1024, ge=1, description="keys kept as negatives")
+    temperature: float = Field(0.2, ge=1e-3, le=100, description="softmax temperature")
+    queue_size: int = Field(1024, ge=1, le=10**7, description="keys kept as negatives")
     shuffle_bn: bool = Field(
         True,
         description=(
@@ -280,32 +293,44 @@ class ByolConfig(MomentumSchedule):
 class SwavConfig(Section):
     """SwAV: swapped prediction of Sinkhorn-Knopp codes."""
 
-    temperature: float = Field(0.1, gt=0, description="softmax temperature of the predictions")
-    epsilon: float = Field(0.05, gt=0, description="Sinkhorn-Knopp entropy regularisation")
-    sinkhorn_iterations: int = Field(3, ge=1, description="Sinkhorn-Knopp iterations")
-    assign_views: int = Field(2, ge=1, description="the first N views get codes")
-    freeze_prototypes_iterations: int = Field(
-        0, ge=0, description="prototypes get no update in the first N train iterations"
+    temperature: float = Field(
+        0.1, ge=1e-3, le=100, description="softmax temperature of the predictions"
     )
-    queue_size: int = Field(0, ge=0, description="embeddings queued per assigned view; 0: off")
-    queue_start_epoch: int = Field(0, ge=0, description="first epoch (0-based) with a queue")
+    epsilon: float = Field(0.05, gt=0, description="Sinkhorn-Knopp entropy regularisation")
+    sinkhorn_iterations: int = Field(3, ge=1, le=1000, description="Sinkhorn-Knopp iterations")
+    assign_views: int = Field(2, ge=1, le=64, description="the first N views get codes")
+    freeze_prototypes_iterations: int = Field(
+        0, ge=0, le=10**9, description="prototypes get no update in the first N train iterations"
+    )
+    queue_size: int = Field(
+        0, ge=0, le=10**7, description="embeddings queued per assigned view; 0: off"
+    )
+    queue_start_epoch: int = Field(
+        0, ge=0, le=100_000, description="first epoch (0-based) with a queue"
+    )
 
 
 class DinoConfig(MomentumSchedule):
     """DINO: self-distillation with a momentum teacher, centering and sharpening."""
 
-    student_temperature: float = Field(0.1, gt=0, description="student softmax temperature")
-    teacher_temperature: float = Field(0.04, gt=0, description="teacher temperature after warm-up")
+    student_temperature: float = Field(
+        0.1, ge=1e-3, le=100, description="student softmax temperature"
+    )
+    teacher_temperature: float = Field(
+        0.04, ge=1e-3, le=100, description="teacher temperature after warm-up"
+    )
     warmup_teacher_temperature: float = Field(
-        0.04, gt=0, description="teacher temperature at the first epoch"
+        0.04, ge=1e-3, le=100, description="teacher temperature at the first epoch"
     )
     warmup_teacher_epochs: int = Field(
-        0, ge=0, description="epochs of linear teacher-temperature warm-up"
+        0, ge=0, le=100_000, description="epochs of linear teacher-temperature warm-up"
     )
     center_momentum: float = Field(0.9, ge=0, lt=1, description="EMA momentum of the center")
-    global_views: int = Field(2, ge=1, description="the first N views go through the teacher")
+    global_views: int = Field(
+        2, ge=1, le=64, description="the first N views go through the teacher"
+    )
     freeze_last_layer_epochs: int = Field(
-        1, ge=0, description="the last layer (prototypes) gets no update for N epochs"
+        1, ge=0, le=100_000, description="the last layer (prototypes) gets no update for N epochs"
     )
 
 
@@ -322,7 +347,7 @@ class LossConfig(Section):
         description="loss, by its registered name; it selects the method and its hooks: "
         "nt_xent (SimCLR), moco, byol, swav, dino, barlow_twins, cross_entropy (linear eval)",
     )
-    temperature: float = Field(0.5, gt=0, description="softmax temperature (nt_xent)")
+    temperature: float = Field(0.5, ge=1e-3, le=100, description="softmax temperature (nt_xent)")
     moco: MocoConfig = Field(default_factory=MocoConfig)
     byol: ByolConfig = Field(default_factory=ByolConfig)
     swav: SwavConfig = Field(default_factory=SwavConfig)
@@ -334,7 +359,7 @@ class OptimizerConfig(Section):
     name: Literal["adamw", "sgd", "lars"] = Field(
         "adamw", description="optimizer; lars: SGD with a per-layer trust ratio"
     )
-    lr: float = Field(1e-3, gt=0, description="peak learning rate")
+    lr: float = Field(1e-3, gt=0, le=100, description="peak learning rate")
     weight_decay: float = Field(
         1e-5, ge=0, description="weight decay of weights and kernels (none on biases and norms)"
     )
@@ -345,23 +370,27 @@ class OptimizerConfig(Section):
     clip_grad_norm: float = Field(
         0.0, ge=0, description="clip the gradients' global L2 norm to this; 0: off"
     )
-    num_epochs: int = Field(40, ge=1, description="number of train phases")
-    warmup_epochs: float = Field(2.0, ge=0, description="linear warm-up length, in epochs")
+    num_epochs: int = Field(40, ge=1, le=100_000, description="number of train phases")
+    warmup_epochs: float = Field(
+        2.0, ge=0, le=100_000, description="linear warm-up length, in epochs"
+    )
     schedule: Literal["cosine", "constant"] = Field(
         "cosine", description="learning-rate decay after warm-up, set every iteration"
     )
     final_lr: float = Field(0.0, ge=0, description="learning rate at the end of cosine decay")
-    accumulate_steps: int = Field(1, ge=1, description="batches per optimizer step")
+    accumulate_steps: int = Field(1, ge=1, le=65_536, description="batches per optimizer step")
 
 
 class KnnMeterConfig(Section):
     enabled: bool = Field(True, description="kNN top-1 of backbone features in test phases")
-    k: int = Field(20, ge=1, description="neighbours")
+    k: int = Field(20, ge=1, le=100_000, description="neighbours")
 
 
 class AccuracyMeterConfig(Section):
     enabled: bool = Field(False, description="top-k accuracy of output logits (linear eval)")
-    topk: list[int] = Field(default_factory=lambda: [1, 5], description="the k values")
+    topk: list[Annotated[int, Field(ge=1, le=1000)]] = Field(
+        default_factory=lambda: [1, 5], min_length=1, description="the k values"
+    )
 
 
 class CollapseMeterConfig(Section):
@@ -379,9 +408,24 @@ class MetersConfig(Section):
 
 class CheckpointConfig(Section):
     dir: Path = Field(Path("runs/default"), description="run directory: checkpoints and logs")
-    phase_frequency: int = Field(1, ge=0, description="every N train phases (0 = off)")
-    iter_frequency: int = Field(0, ge=0, description="every N train iterations (0 = off)")
-    keep_last: int = Field(2, ge=1, description="checkpoints kept")
+    phase_frequency: int = Field(1, ge=0, le=100_000, description="every N train phases (0 = off)")
+    iter_frequency: int = Field(0, ge=0, le=10**9, description="every N train iterations (0 = off)")
+    keep_last: int = Field(2, ge=1, le=1000, description="checkpoints kept")
+
+    @field_validator("dir", mode="before")
+    @classmethod
+    def _a_path(cls, value: Any) -> Any:
+        """A run directory is named: not empty, no NUL, at most 4096 characters."""
+        if isinstance(value, str | Path):
+            text = str(value)
+            if not text.strip():
+                raise ValueError("is empty: name the run directory (runs/my_run, say)")
+            if "\0" in text:
+                raise ValueError("holds a NUL character")
+            if len(text) > 4096 or any(len(part) > 255 for part in Path(text).parts):
+                raise ValueError("is too long (4096 characters, 255 per folder name)")
+        return value
+
     auto_resume: bool = Field(True, description="resume from the newest checkpoint in dir")
     async_write: bool = Field(
         False,
@@ -399,6 +443,7 @@ class NanCheckConfig(Section):
     check_frequency: int | None = Field(
         None,
         ge=1,
+        le=10**9,
         description="check every N steps (one host sync each); 1 stops at the first bad step; "
         "null: at log steps (trainer.log_frequency) and iteration checkpoints",
     )
@@ -406,8 +451,10 @@ class NanCheckConfig(Section):
 
 class EvaluationReportConfig(Section):
     enabled: bool = Field(False, description="kNN and linear probe, random init vs trained")
-    labels_per_class: int = Field(10, ge=1, description="labels per class for the probe")
-    draws: int = Field(10, ge=1, description="label draws averaged")
+    labels_per_class: int = Field(
+        10, ge=1, le=100_000, description="labels per class for the probe"
+    )
+    draws: int = Field(10, ge=1, le=1000, description="label draws averaged")
 
 
 class ExtraHookConfig(Section):
@@ -479,6 +526,11 @@ class Config(Section):
             raise ValueError("loss.name byol needs a predictor: set model.predictor.dims")
         if loss in ("swav", "dino") and not model.prototypes.count:
             raise ValueError(f"loss.name {loss} needs prototypes: set model.prototypes.count")
+        if loss != "cross_entropy" and self.data.num_views < 2:
+            raise ValueError(
+                f"loss.name {loss} compares views of each image: data.num_views must be at "
+                f"least 2 (got {self.data.num_views})"
+            )
         if model.linear_eval.enabled != (loss == "cross_entropy"):
             raise ValueError(
                 "model.linear_eval.enabled and loss.name cross_entropy go together: "

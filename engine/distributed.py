@@ -12,6 +12,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from hookbus.engine.config import Config
+from hookbus.engine.errors import ConfigError
 
 
 def is_distributed() -> bool:
@@ -148,12 +149,19 @@ def _destroy_group() -> None:
         dist.destroy_process_group()
 
 
+def check_device(cfg: Config) -> None:
+    """Raise a ConfigError when ``machine.device`` asks for CUDA and none is there."""
+    if cfg.machine.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            "machine.device is 'cuda' but this machine has no CUDA device: use 'auto' or 'cpu'"
+        )
+
+
 def select_device(cfg: Config) -> torch.device:
     """The device this process trains on: ``machine.device``, one GPU per local rank."""
     wanted = cfg.machine.device
     if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise RuntimeError("machine.device is 'cuda' but no CUDA device is available")
+        check_device(cfg)
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)

@@ -17,7 +17,20 @@ def import_user_modules(names: Sequence[str]) -> None:
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")
     for name in names:
+        if (
+            not name.strip()
+            or name.startswith(".")
+            or not all(part.isidentifier() for part in name.split("."))
+        ):
+            raise ConfigError(
+                f"trainer.imports: {name!r} is not a module name (dotted, absolute: my.module)"
+            )
         try:
             importlib.import_module(name)
         except ImportError as exc:
             raise ConfigError(f"trainer.imports: cannot import {name!r}: {exc}") from None
+        except Exception as exc:  # the module's own code failed (a name registered twice...)
+            problem = " ".join(str(exc).split())[:200]
+            raise ConfigError(
+                f"trainer.imports: importing {name!r} failed: {type(exc).__name__}: {problem}"
+            ) from None

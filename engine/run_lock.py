@@ -78,6 +78,29 @@ class RunLock:
         return self._fd is not None
 
 
+def check_run_dir(run_dir: Path) -> None:
+    """Raise a UserError unless ``run_dir`` is a writable directory or can be made one.
+
+    ``hookbus validate`` and the trainer call it before anything is built, so a file, a
+    device such as ``/dev/null``, a path under a file or a read-only place is named at
+    once instead of failing at the first write.
+    """
+    where = f"checkpoint.dir {str(run_dir)[:200]!r}"
+    if run_dir.exists() or run_dir.is_symlink():
+        if not run_dir.is_dir():
+            raise UserError(f"{where} exists and is not a directory")
+        if not os.access(run_dir, os.W_OK | os.X_OK):
+            raise UserError(f"{where} is not writable")
+        return
+    parent = run_dir.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{where} cannot be made: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{where} cannot be made: {parent} is not writable")
+
+
 def _read_holder(fd: int) -> str:
     text = os.pread(fd, 200, 0).decode("utf-8", errors="replace").strip()
     return text or "holder unknown"

@@ -20,6 +20,7 @@ from hookbus.engine.checkpoint_io import (
 )
 from hookbus.engine.config import Config
 from hookbus.engine.config_io import config_to_yaml
+from hookbus.engine.distributed import check_device
 from hookbus.engine.errors import CheckpointWriteError, ConfigError, PreemptedError
 from hookbus.engine.events import SSLEvents
 from hookbus.engine.handler_order import add_handler, hook_plan
@@ -31,7 +32,7 @@ from hookbus.engine.phases import build_phase_plan
 from hookbus.engine.preemption import PreemptionGuard, agreed_stops
 from hookbus.engine.priorities import Priority
 from hookbus.engine.registry import UnknownNameError
-from hookbus.engine.run_lock import RunLock
+from hookbus.engine.run_lock import RunLock, check_run_dir
 from hookbus.engine.state import RunState
 from hookbus.engine.training_state import ResumePoint, restore_training_state
 from hookbus.hooks.defaults import default_hooks
@@ -83,6 +84,8 @@ class SSLTrainer:
     def __init__(self, cfg: Config, hooks: Sequence[Hook] | None = None) -> None:
         import_user_modules(cfg.trainer.imports)
         check_component_names(cfg)
+        check_device(cfg)
+        check_run_dir(Path(cfg.checkpoint.dir))
         try:
             self.train_step = get_train_step(cfg.trainer.train_step_name)
         except UnknownNameError as exc:

@@ -62,7 +62,7 @@ def default_hooks(cfg: Config) -> list[Hook]:
             raise ConfigError(f"hooks.extra[{index}].name: {exc}") from None
         try:
             hooks.append(hook_class(**extra.params))
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise ConfigError(f"hooks.extra[{index}] ({extra.name}): bad params: {exc}") from None
     return hooks
 

@@ -57,6 +57,29 @@ def check_model_accepts_data(
         model.train(was_training)
 
 
+def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> None:
+    """Raise a ConfigError when the train loader has no batch (``data.batch_size`` over
+    the train images of a process, with ``data.drop_last``) or the linear classifier has
+    fewer classes than the data's labels."""
+    train = loaders["train"]
+    if len(train) == 0:
+        images = len(train.sampler)
+        raise ConfigError(
+            f"data.batch_size {cfg.data.batch_size} is more than the {images} train images "
+            f"of a process ({cfg.data.name}), and data.drop_last drops the partial batch: "
+            "no step would run; lower data.batch_size"
+        )
+    classifier = cfg.model.linear_eval
+    labels = getattr(train.dataset, "labels", None)
+    if classifier.enabled and labels is not None and len(labels):
+        classes = int(max(labels)) + 1
+        if classes > classifier.num_classes:
+            raise ConfigError(
+                f"model.linear_eval.num_classes is {classifier.num_classes}, but the "
+                f"{cfg.data.name} labels go up to {classes - 1}: set it to at least {classes}"
+            )
+
+
 def prepare_task(state: State, cfg: Config) -> None:
     """Build the task onto the run state; the model is DDP-wrapped when distributed.
 
@@ -66,7 +89,11 @@ def prepare_task(state: State, cfg: Config) -> None:
     """
     check_component_names(cfg)
     device = state.device
-    state.data_loaders = build_data_loaders(cfg, rank=state.rank, world_size=state.world_size)
+    try:
+        state.data_loaders = build_data_loaders(cfg, rank=state.rank, world_size=state.world_size)
+    except ValueError as exc:
+        raise ConfigError(f"data ({cfg.data.name}): {exc}") from None
+    check_loaders_fit_the_data(state.data_loaders, cfg)
     torch.manual_seed(cfg.trainer.seed)
     try:
         state.base_model = build_model(cfg).to(device)
