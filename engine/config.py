@@ -62,8 +62,8 @@ class AugmentConfig(Section):
     shift: float = Field(0.1, ge=0, le=1, description="random translation, fraction of size")
     rotation: float = Field(15.0, ge=0, le=180, description="random rotation, +- degrees")
     contrast: tuple[float, float] = Field((0.7, 1.3), description="contrast factor range")
-    brightness: float = Field(0.1, ge=0, description="brightness shift, +- this value")
-    noise_std: float = Field(0.1, ge=0, description="Gaussian noise standard deviation")
+    brightness: float = Field(0.1, ge=0, le=10, description="brightness shift, +- this value")
+    noise_std: float = Field(0.1, ge=0, le=10, description="Gaussian noise standard deviation")
     erase_prob: float = Field(0.5, ge=0, le=1, description="probability of random erasing")
     erase_area: tuple[float, float] = Field((0.05, 0.2), description="random erasing: area range")
 
@@ -296,7 +296,9 @@ class SwavConfig(Section):
     temperature: float = Field(
         0.1, ge=1e-3, le=100, description="softmax temperature of the predictions"
     )
-    epsilon: float = Field(0.05, gt=0, description="Sinkhorn-Knopp entropy regularisation")
+    epsilon: float = Field(
+        0.05, ge=1e-4, le=100, description="Sinkhorn-Knopp entropy regularisation"
+    )
     sinkhorn_iterations: int = Field(3, ge=1, le=1000, description="Sinkhorn-Knopp iterations")
     assign_views: int = Field(2, ge=1, le=64, description="the first N views get codes")
     freeze_prototypes_iterations: int = Field(
@@ -337,8 +339,10 @@ class DinoConfig(MomentumSchedule):
 class BarlowTwinsConfig(Section):
     """Barlow Twins: the cross-correlation of two views driven toward the identity."""
 
-    lambd: float = Field(0.005, ge=0, description="lambda, the weight of the off-diagonal terms")
-    eps: float = Field(1e-5, gt=0, description="variance epsilon of the BatchNorm")
+    lambd: float = Field(
+        0.005, ge=0, le=100, description="lambda, the weight of the off-diagonal terms"
+    )
+    eps: float = Field(1e-5, gt=0, le=1, description="variance epsilon of the BatchNorm")
 
 
 class LossConfig(Section):
@@ -361,14 +365,17 @@ class OptimizerConfig(Section):
     )
     lr: float = Field(1e-3, gt=0, le=100, description="peak learning rate")
     weight_decay: float = Field(
-        1e-5, ge=0, description="weight decay of weights and kernels (none on biases and norms)"
+        1e-5,
+        ge=0,
+        le=10,
+        description="weight decay of weights and kernels (none on biases and norms)",
     )
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD and LARS momentum")
     trust_coefficient: float = Field(
-        0.001, gt=0, description="LARS: the trust ratio's coefficient (eta)"
+        0.001, gt=0, le=10, description="LARS: the trust ratio's coefficient (eta)"
     )
     clip_grad_norm: float = Field(
-        0.0, ge=0, description="clip the gradients' global L2 norm to this; 0: off"
+        0.0, ge=0, le=1e6, description="clip the gradients' global L2 norm to this; 0: off"
     )
     num_epochs: int = Field(40, ge=1, le=100_000, description="number of train phases")
     warmup_epochs: float = Field(
@@ -377,7 +384,9 @@ class OptimizerConfig(Section):
     schedule: Literal["cosine", "constant"] = Field(
         "cosine", description="learning-rate decay after warm-up, set every iteration"
     )
-    final_lr: float = Field(0.0, ge=0, description="learning rate at the end of cosine decay")
+    final_lr: float = Field(
+        0.0, ge=0, le=100, description="learning rate at the end of cosine decay"
+    )
     accumulate_steps: int = Field(1, ge=1, le=65_536, description="batches per optimizer step")
 
 
@@ -481,11 +490,13 @@ class DistributedConfig(Section):
     nproc_per_node: int = Field(
         1,
         ge=1,
+        le=1024,
         description="processes `hookbus train` starts on this machine (ignored under torchrun)",
     )
     timeout_seconds: float = Field(
         600.0,
         gt=0,
+        le=7 * 24 * 3600,
         description="a collective that waits longer (a dead or hung rank) ends the run",
     )
     sync_batch_norm: bool = Field(
@@ -496,7 +507,9 @@ class DistributedConfig(Section):
 class MachineConfig(Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="cuda when available")
     flush_denormal: bool = Field(True, description="flush denormal floats (fast CPU math)")
-    num_threads: int = Field(0, ge=0, description="torch CPU threads; 0 keeps torch's choice")
+    num_threads: int = Field(
+        0, ge=0, le=1024, description="torch CPU threads; 0 keeps torch's choice"
+    )
     deterministic: bool = Field(
         False,
         description="deterministic algorithms only (torch.use_deterministic_algorithms, "

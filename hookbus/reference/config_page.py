@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,7 +57,19 @@ def config_reference_markdown() -> str:
 def _type_name(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) or str(annotation)
     text = str(annotation) if text in {"Literal", "list", "tuple", "dict"} else text
+    text = _ANNOTATED.sub(_bounds, text)
     return text.replace("typing.", "").replace("pathlib.", "").replace("|", "or")
+
+
+_ANNOTATED = re.compile(r"Annotated\[(\w+), FieldInfo\(.*?metadata=\[(.*?)\]\)\]")
+_BOUND = re.compile(r"(Ge|Gt|Le|Lt)\((?:ge|gt|le|lt)=([^)]+)\)")
+_SIGNS = {"Ge": ">=", "Gt": ">", "Le": "<=", "Lt": "<"}
+
+
+def _bounds(match: re.Match[str]) -> str:
+    """``Annotated[int, FieldInfo(... metadata=[Ge(ge=1), Le(le=5)])]`` as ``int >= 1, <= 5``."""
+    limits = [f"{_SIGNS[kind]} {value}" for kind, value in _BOUND.findall(match.group(2))]
+    return f"{match.group(1)} ({', '.join(limits)})" if limits else match.group(1)
 
 
 def _default_text(value: Any) -> str:
