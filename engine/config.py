@@ -448,13 +448,24 @@ class EnabledHook(Section):
 
 
 class NanCheckConfig(Section):
-    enabled: bool = Field(True, description="stop on a non-finite loss")
+    enabled: bool = Field(True, description="stop on a non-finite or diverged loss")
     check_frequency: int | None = Field(
         None,
         ge=1,
         le=10**9,
         description="check every N steps (one host sync each); 1 stops at the first bad step; "
         "null: at log steps (trainer.log_frequency) and iteration checkpoints",
+    )
+    max_loss: float | None = Field(
+        1e8,
+        gt=0,
+        description="stop when a loss's magnitude exceeds this: the run has diverged; "
+        "null: only non-finite losses stop",
+    )
+    check_state: bool = Field(
+        True,
+        description="stop when the weights or the optimizer state hold inf or NaN, checked "
+        "before each iteration checkpoint and at train phase ends",
     )
 
 

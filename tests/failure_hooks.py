@@ -5,13 +5,15 @@ Recipes reach them with ``trainer.imports: [tests.failure_hooks]`` and, for inst
 ``[{name: hang, params: {rank: 1, at_iteration: N}}]`` (a hung rank) or
 ``[{name: request_stop, params: {rank: 1, at_iteration: N}}]`` (a preemption signal
 that reaches one rank only) or ``[{name: terminate_at, params: {at_iteration: N}}]``
-(``engine.terminate()`` from a hook).
+(``engine.terminate()`` from a hook) or ``[{name: poison_optimizer_state, params:
+{at_iteration: N}}]`` (an optimizer's momentum overflowing to inf).
 """
 
 from __future__ import annotations
 
 import time
 
+import torch
 from ignite.engine import Engine
 
 from hookbus import Hook, register_hook
@@ -34,6 +36,31 @@ class PoisonOutput(Hook):
         if state.train and state.iteration == self.at_iteration:
             output = state.last_output
             output["embeddings"] = [e * float("nan") for e in output["embeddings"]]
+
+
+@register_hook("poison_optimizer_state")
+class PoisonOptimizerState(Hook):
+    """Writes inf into the optimizer's state after the update of one train iteration
+    (counted from 1), as a momentum or second moment that overflowed would hold.
+
+    Fires on ``on_update``; reads ``iteration`` and ``optimizer``, writes one element of
+    the first floating-point tensor in the optimizer's state other than a step count.
+    """
+
+    def __init__(self, at_iteration: int) -> None:
+        super().__init__()
+        self.at_iteration = at_iteration
+
+    def on_update(self, engine: Engine) -> None:
+        state = engine.state
+        if state.iteration != self.at_iteration:
+            return
+        for param_state in state.optimizer.state.values():
+            for key, value in param_state.items():
+                if key != "step" and torch.is_tensor(value) and value.is_floating_point():
+                    value.view(-1)[0] = float("inf")
+                    return
+        raise AssertionError("the optimizer has no floating-point state to poison")
 
 
 @register_hook("hang")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,44 @@ def test_non_finite_loss_exits_1_naming_the_iteration(
     assert one_line(capsys) == (
         "hookbus train: error: loss is nan at train iteration 3, phase 0 (train), step 3/5"
     )
+    assert list_checkpoints(tmp_path) == []
+
+
+def test_infinite_optimizer_state_exits_1_before_it_is_checkpointed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    poison = [
+        "trainer.imports=[tests.failure_hooks]",
+        "hooks.extra=[{name: poison_optimizer_state, params: {at_iteration: 3}}]",
+        "checkpoint.iter_frequency=1",
+    ]
+    assert main(["train", RECIPE, f"checkpoint.dir={tmp_path}", *FAST, *poison, "-q"]) == 1
+    assert re.fullmatch(
+        r"hookbus train: error: optimizer state '\w+' of backbone\.\S+ "
+        r"holds inf after train iteration 3",
+        one_line(capsys),
+    )
+    assert capsys.readouterr().err == ""
+    assert newest_valid_checkpoint(tmp_path)[1]["iteration"] == 2
+
+
+def test_a_diverged_loss_exits_1_naming_the_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "train",
+                RECIPE,
+                f"checkpoint.dir={tmp_path}",
+                *FAST,
+                "hooks.nan_check.max_loss=0.5",
+                "-q",
+            ]
+        )
+        == 1
+    )
+    assert one_line(capsys).startswith("hookbus train: error: loss is ")
     assert list_checkpoints(tmp_path) == []
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents
-from hookbus.hooks.nan_check import NanCheckHook, NonFiniteLossError
+from hookbus.hooks.nan_check import DegenerateTrainingError, NanCheckHook, NonFiniteLossError
 
 
 def train_engine(**fields: object) -> FakeEngine:
@@ -109,3 +109,126 @@ def test_a_stop_request_checks_the_steps_left_before_the_preemption_checkpoint()
     engine.state.stop_requested = "SIGTERM"
     with pytest.raises(NonFiniteLossError, match="loss is nan at train iteration 1,"):
         engine.step(train=True)
+
+
+def test_from_config_takes_max_loss_and_checks_the_state_at_iteration_checkpoints() -> None:
+    cfg = Config()
+    cfg.checkpoint.iter_frequency = 7
+    cfg.hooks.nan_check.max_loss = 50.0
+    hook = NanCheckHook.from_config(cfg)
+    assert (hook.max_loss, hook.check_state, hook.state_frequency) == (50.0, True, 7)
+    cfg.hooks.nan_check.check_state = False
+    cfg.hooks.nan_check.max_loss = None
+    hook = NanCheckHook.from_config(cfg)
+    assert (hook.max_loss, hook.check_state) == (None, False)
+
+
+def test_a_diverged_finite_loss_stops_the_run() -> None:
+    engine = train_engine(loss=torch.tensor(4e29), iteration=4, batches=4)
+    NanCheckHook().attach(engine)
+    with pytest.raises(DegenerateTrainingError) as error:
+        engine.step(train=True)
+    assert not isinstance(error.value, NonFiniteLossError)
+    assert str(error.value).startswith(
+        "loss is 4e+29 at train iteration 5, phase 2 (train), step 5/50, "
+        "beyond hooks.nan_check.max_loss=1e+08"
+    )
+
+
+def test_a_loss_at_max_loss_passes_and_none_disables_the_bound() -> None:
+    engine = train_engine(loss=torch.tensor(-100.0))
+    NanCheckHook(max_loss=100.0).attach(engine)
+    engine.step(train=True)
+    unbounded = train_engine(loss=torch.tensor(1e30))
+    NanCheckHook(max_loss=None).attach(unbounded)
+    unbounded.step(train=True)
+    assert (engine.state.iteration, unbounded.state.iteration) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"max_loss": 0.0}, {"max_loss": float("inf")}, {"state_frequency": -1}]
+)
+def test_refuses_bad_bounds_when_built(bad: dict) -> None:
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        NanCheckHook(**bad)
+
+
+def model_and_adam() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(3, 2)).sum().backward()
+    optimizer.step()
+    return model, optimizer
+
+
+def test_infinite_optimizer_state_stops_the_run_at_the_train_phase_end() -> None:
+    model, optimizer = model_and_adam()
+    engine = train_engine(loss=torch.tensor(1.0), base_model=model, optimizer=optimizer)
+    NanCheckHook(check_frequency=10).attach(engine)
+    engine.step(train=True)
+    engine.fire_event(SSLEvents.ON_PHASE_END)  # healthy state passes
+    optimizer.state[model[0].weight]["exp_avg_sq"][0, 1] = float("inf")
+    engine.step(train=True)
+    with pytest.raises(DegenerateTrainingError) as error:
+        engine.fire_event(SSLEvents.ON_PHASE_END)
+    assert str(error.value) == (
+        "optimizer state 'exp_avg_sq' of 0.weight holds inf at the end of phase 2 (train), "
+        "train iteration 2"
+    )
+
+
+def test_a_nan_weight_or_buffer_is_named() -> None:
+    model, optimizer = model_and_adam()
+    engine = train_engine(loss=torch.tensor(1.0), base_model=model, optimizer=optimizer)
+    NanCheckHook(state_frequency=2).attach(engine)
+    with torch.no_grad():
+        model[1].running_var[0] = float("nan")
+    engine.step(train=True)  # iteration 1: not a state check
+    with pytest.raises(
+        DegenerateTrainingError, match=r"^buffer 1.running_var holds NaN after train iteration 2$"
+    ):
+        engine.step(train=True)
+    with torch.no_grad():
+        model[1].running_var[0] = 1.0
+        model[0].bias[1] = float("-inf")
+    with pytest.raises(DegenerateTrainingError, match=r"^weight 0.bias holds inf after"):
+        engine.step(train=True)
+        engine.step(train=True)
+
+
+def test_state_checks_are_skipped_in_test_phases_and_when_disabled() -> None:
+    model, optimizer = model_and_adam()
+    with torch.no_grad():
+        model[0].weight[0, 0] = float("nan")
+    engine = FakeEngine(
+        loss=torch.tensor(1.0), phase_name="test", base_model=model, optimizer=optimizer
+    )
+    NanCheckHook(state_frequency=1).attach(engine)
+    engine.step(train=False)
+    engine.fire_event(SSLEvents.ON_PHASE_END)
+    quiet = train_engine(loss=torch.tensor(1.0), base_model=model, optimizer=optimizer)
+    NanCheckHook(state_frequency=1, check_state=False).attach(quiet)
+    quiet.step(train=True)
+    quiet.fire_event(SSLEvents.ON_PHASE_END)
+    assert (engine.state.batches, quiet.state.iteration) == (1, 1)
+
+
+def test_a_stop_checks_the_state_before_its_checkpoint() -> None:
+    model, optimizer = model_and_adam()
+    engine = train_engine(loss=torch.tensor(1.0), base_model=model, optimizer=optimizer)
+    NanCheckHook().attach(engine)
+    engine.step(train=True)
+    optimizer.state[model[0].bias]["exp_avg"][0] = float("nan")
+    engine.state.stop_requested = "SIGTERM"
+    with pytest.raises(
+        DegenerateTrainingError,
+        match="^optimizer state 'exp_avg' of 0.bias holds NaN "
+        "before the checkpoint after train iteration 2$",
+    ):
+        engine.step(train=True)
+    engine.state.stop_requested = None
+    engine.state.stopped_by = "EarlyStopping"
+    with pytest.raises(
+        DegenerateTrainingError, match="when the run stopped after train iteration 2$"
+    ):
+        engine.fire_event(SSLEvents.ON_END)
