@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from hookbus.engine.errors import CheckpointError
+from hookbus.engine.run_files import POINTER_NAME, create_temporary
 
-POINTER_NAME = "checkpoint.torch"
 FORMAT = "hookbus-checkpoint"
 REQUIRED_KEYS = (
     "phase_idx",
@@ -65,9 +65,9 @@ def save_atomic(obj: Any, path: Path) -> None:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     data = buffer.getvalue()
-    _write_bytes_atomic(path, data)
+    write_bytes_atomic(path, data)
     digest = hashlib.sha256(data).hexdigest()
-    _write_bytes_atomic(checksum_path(path), f"{digest} {len(data)}\n".encode())
+    write_bytes_atomic(checksum_path(path), f"{digest} {len(data)}\n".encode())
     _fsync_dir(path.parent)
 
 
@@ -102,11 +102,13 @@ def verify_checksum(path: Path) -> None:
         raise CheckpointError(f"checkpoint {path} does not match its SHA-256: corrupt")
 
 
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a new temporary file (fsynced) and a rename;
+    a link at ``path`` is replaced, never written through."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp, fd = create_temporary(path)
     try:
-        with open(tmp, "wb") as handle:
+        with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -117,7 +119,7 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
-    _write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def point_to_newest(directory: Path, name: str) -> None:

@@ -12,6 +12,7 @@ file system that does not support it the lock may not hold.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from hookbus.engine.errors import UserError
+from hookbus.engine.run_files import check_links
 
 LOCK_NAME = ".hookbus.lock"
 
@@ -48,7 +50,12 @@ class RunLock:
         """Lock ``run_dir`` (created if missing), or raise :class:`RunDirectoryBusy`."""
         run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise UserError(f"{path} is a symbolic link; remove it to train here") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -83,7 +90,8 @@ def check_run_dir(run_dir: Path) -> None:
 
     ``hookbus validate`` and the trainer call it before anything is built, so a file, a
     device such as ``/dev/null``, a path under a file or a read-only place is named at
-    once instead of failing at the first write.
+    once instead of failing at the first write; so is a symbolic link in it that leads
+    outside it (:func:`hookbus.engine.run_files.check_links`).
     """
     where = f"checkpoint.dir {str(run_dir)[:200]!r}"
     if run_dir.exists() or run_dir.is_symlink():
@@ -91,6 +99,7 @@ def check_run_dir(run_dir: Path) -> None:
             raise UserError(f"{where} exists and is not a directory")
         if not os.access(run_dir, os.W_OK | os.X_OK):
             raise UserError(f"{where} is not writable")
+        check_links(run_dir)
         return
     parent = run_dir.absolute().parent
     while not parent.exists():

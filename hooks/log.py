@@ -6,7 +6,7 @@ import logging
 import resource
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import torch
 from ignite.engine import Engine
@@ -14,6 +14,7 @@ from ignite.engine import Engine
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_files import open_append
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import (
     format_seconds,
@@ -79,7 +80,7 @@ class LogHook(Hook):
             raise ValueError(f"log_frequency must be >= 1, got {log_frequency}")
         super().__init__()
         self.log_frequency = log_frequency
-        self._file_handler: logging.FileHandler | None = None
+        self._file_handler: logging.StreamHandler[TextIO] | None = None
         self._saved_level = logging.NOTSET
 
     @classmethod
@@ -90,7 +91,7 @@ class LogHook(Hook):
     @rank_zero_only
     def on_start(self, engine: Engine) -> None:
         state = engine.state
-        self._open(Path(state.run_dir) / LOG_FILE)
+        self._open(Path(state.run_dir), Path(state.run_dir) / LOG_FILE)
         origin = f"resumed from {state.resumed_from}" if state.resumed_from else "fresh start"
         logger.info(
             "run %s (%s) | device %s | world size %d | %d phases",
@@ -154,9 +155,8 @@ class LogHook(Hook):
             )
         self._close()
 
-    def _open(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    def _open(self, run_dir: Path, path: Path) -> None:
+        handler = logging.StreamHandler(open_append(run_dir, path))
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         self._file_handler = handler
         self._saved_level = logger.level
@@ -169,5 +169,6 @@ class LogHook(Hook):
             return
         logger.removeHandler(self._file_handler)
         self._file_handler.close()
+        self._file_handler.stream.close()
         self._file_handler = None
         logger.setLevel(self._saved_level)

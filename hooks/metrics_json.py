@@ -13,6 +13,7 @@ from hookbus.engine.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_files import open_append
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import phase_record
 
@@ -76,8 +77,7 @@ class MetricsJsonHook(Hook):
         state = engine.state
         record = phase_record(state)
         path = Path(state.run_dir) / METRICS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as file:
+        with open_append(state.run_dir, path) as file:
             file.write(json.dumps(record) + "\n")
             file.flush()
             os.fsync(file.fileno())

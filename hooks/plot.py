@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hookbus.engine.checkpoint_io import write_text_atomic
+from hookbus.engine.checkpoint_io import write_bytes_atomic, write_text_atomic
 from hookbus.engine.errors import DataError, UserError
 
 if TYPE_CHECKING:
@@ -192,11 +191,5 @@ def save_png(figure: Figure, path: Path) -> Path:
     """Render ``figure`` to ``path`` as a PNG, through a temporary file and a rename."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_bytes(buffer.getvalue())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_bytes_atomic(path, buffer.getvalue())
     return path

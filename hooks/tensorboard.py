@@ -14,6 +14,7 @@ from tensorboardX.summary import scalar
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_files import inside_run_dir
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import recent_batch_time
 
@@ -80,8 +81,9 @@ class TensorBoardHook(Hook):
 
     @rank_zero_only
     def on_start(self, engine: Engine) -> None:
+        run_dir = Path(engine.state.run_dir)
         self._writer = FileWriter(
-            logdir=str(Path(engine.state.run_dir) / TENSORBOARD_DIR),
+            logdir=str(inside_run_dir(run_dir, run_dir / TENSORBOARD_DIR)),
             filename_suffix=f".{time.time_ns()}",
         )
 
