@@ -21,7 +21,7 @@ $(TORCH_STAMP):
 	touch $(TORCH_STAMP)
 
 $(STAMP): $(TORCH_STAMP) setup.cfg pyproject.toml
-	$(BIN)/pip install -e .[dev]
+	$(BIN)/pip install -e .[dev,wandb,mlflow]
 	touch $(STAMP)
 
 demo: $(STAMP)

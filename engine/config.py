@@ -482,6 +482,48 @@ class ExtraHookConfig(Section):
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments")
 
 
+class WandbConfig(Section):
+    enabled: bool = Field(
+        False, description="log to Weights & Biases (the wandb extra: pip install 'hookbus[wandb]')"
+    )
+    project: str = Field("hookbus", min_length=1, max_length=128, description="W&B project")
+    entity: str | None = Field(
+        None, max_length=128, description="W&B team or user; null: the login's default entity"
+    )
+    mode: Literal["online", "offline", "disabled"] = Field(
+        "online",
+        description="online: send as it goes (needs `wandb login`); offline: write to disk only, "
+        "upload later with `wandb sync`; disabled: log nothing",
+    )
+    run_name: str | None = Field(
+        None, max_length=128, description="the run's display name; null: W&B picks one"
+    )
+    tags: list[str] = Field(default_factory=list, description="tags of the W&B run")
+    dir: Path | None = Field(
+        None,
+        description="folder W&B writes its files under (in a wandb/ folder); null: the run "
+        "directory",
+    )
+
+
+class MlflowConfig(Section):
+    enabled: bool = Field(
+        False, description="log to MLflow (the mlflow extra: pip install 'hookbus[mlflow]')"
+    )
+    tracking_uri: str | None = Field(
+        None,
+        min_length=1,
+        description="MLflow tracking URI (http://host:5000, sqlite:///path/mlflow.db); null: "
+        "a local store in the run directory, mlflow.db with artifacts in mlartifacts/",
+    )
+    experiment: str = Field(
+        "hookbus", min_length=1, max_length=500, description="MLflow experiment, made if missing"
+    )
+    run_name: str | None = Field(
+        None, max_length=250, description="the run's name; null: MLflow picks one"
+    )
+
+
 class HooksConfig(Section):
     log: EnabledHook = Field(default_factory=EnabledHook)
     progress_bar: EnabledHook = Field(default_factory=EnabledHook)
@@ -490,6 +532,8 @@ class HooksConfig(Section):
     summary_plot: EnabledHook = Field(default_factory=EnabledHook)
     nan_check: NanCheckConfig = Field(default_factory=NanCheckConfig)
     evaluation_report: EvaluationReportConfig = Field(default_factory=EvaluationReportConfig)
+    wandb: WandbConfig = Field(default_factory=WandbConfig)
+    mlflow: MlflowConfig = Field(default_factory=MlflowConfig)
     extra: list[ExtraHookConfig] = Field(default_factory=list, description="user hooks")
 
 
@@ -528,6 +572,43 @@ class MachineConfig(Section):
     )
 
 
+class FromPythonConfig(Section):
+    """Which parts of the run were given to ``SSLTrainer`` as Python objects instead of
+    by name. The trainer writes this section into the effective config; a recipe leaves
+    it empty, and a config that names a part here needs that object again to resume."""
+
+    backbone: str | None = Field(
+        None,
+        max_length=300,
+        description="class of the backbone module passed as `backbone=` (replaces "
+        "model.backbone.name); null: built by name",
+    )
+    train_data: str | None = Field(
+        None,
+        max_length=300,
+        description="class of the data set passed as `train_data=` (replaces data.name); "
+        "null: built by name",
+    )
+    test_data: str | None = Field(
+        None,
+        max_length=300,
+        description="class of the data set passed as `test_data=` (the train data when "
+        "only that is given); null: built by name",
+    )
+    optimizer: str | None = Field(
+        None,
+        max_length=300,
+        description="the optimizer factory passed as `optimizer=` (replaces optimizer.name; "
+        "the learning-rate schedule still applies); null: built by name",
+    )
+    loss: str | None = Field(
+        None,
+        max_length=300,
+        description="class of the loss module passed as `loss=` (the method's hooks and "
+        "views still follow loss.name); null: built by name",
+    )
+
+
 class Config(Section):
     """The whole trainer config. Every section has defaults; a recipe sets what differs."""
 
@@ -541,6 +622,10 @@ class Config(Section):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     machine: MachineConfig = Field(default_factory=MachineConfig)
+    from_python: FromPythonConfig = Field(
+        default_factory=FromPythonConfig,
+        description="parts given to SSLTrainer as Python objects (written by the trainer)",
+    )
 
     @model_validator(mode="after")
     def _method_parts(self) -> Config:

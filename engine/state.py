@@ -114,6 +114,13 @@ class RunFields:
     base_model: torch.nn.Module | None = field(
         default=None, metadata=_doc("the model without its DDP wrapper")
     )
+    initial_backbone: torch.nn.Module | None = field(
+        default=None,
+        metadata=_doc(
+            "a copy of the backbone given from Python, as given (the random init the "
+            "evaluation report compares with); None for a backbone built by name"
+        ),
+    )
     loss_fn: torch.nn.Module | None = field(default=None, metadata=_doc("the loss module"))
     optimizer: torch.optim.Optimizer | None = field(default=None, metadata=_doc("the optimizer"))
     scaler: torch.amp.GradScaler | None = field(

@@ -1,5 +1,8 @@
 """Code the documentation's tutorials include, run by the test suite (tests/test_tutorial_*.py).
 
-Each module registers what it defines, so that a recipe can use it by name after
-``trainer.imports: [examples.<module>]``.
+Installed with the distribution as ``hookbus.examples`` (``setup.cfg`` maps it onto this
+folder), so the tutorials' code imports from anywhere:
+``from hookbus.examples.grad_norm_hook import GradNormHook``. Each module registers what it
+defines, so that a recipe can use it by name after
+``trainer.imports: [hookbus.examples.<module>]``.
 """

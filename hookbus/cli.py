@@ -1,4 +1,8 @@
-"""The ``hookbus`` command line: train, validate and inspect YAML recipes; plot runs."""
+"""The ``hookbus`` command line: train, validate and inspect YAML recipes; plot runs.
+
+Wherever a command takes a RECIPE, it is a YAML file's path or a shipped recipe's name
+(``hookbus recipes`` lists them; a file at the path wins).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from hookbus.engine.errors import (
     UserError,
 )
 from hookbus.launcher import launch_local
+from hookbus.recipes_index import recipe_table, recipe_text, resolve_recipe
 
 EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash, 2 user error (bad config,
 override, file or checkpoint), 75 preempted by SIGTERM/SIGUSR1 (a checkpoint was
@@ -24,10 +29,19 @@ written: run the same command again to resume)
 """
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": (
-        "train from a YAML recipe; resumes from the newest checkpoint",
+    "recipes": (
+        "list the shipped recipes (name, method, backbone, data), or print one to copy",
         """\
-  hookbus train configs/simclr_digits.yaml
+  hookbus recipes                                  # one line per recipe
+  hookbus recipes --show simclr_digits > my_recipe.yaml   # copy one, edit, train it
+""",
+    ),
+    "train": (
+        "train from a YAML recipe (a path or a shipped recipe's name); resumes from the "
+        "newest checkpoint",
+        """\
+  hookbus train simclr_digits                      # a shipped recipe, by name
+  hookbus train configs/simclr_digits.yaml         # a YAML file
   hookbus train configs/simclr_digits.yaml optimizer.num_epochs=2 checkpoint.dir=runs/try
   hookbus train configs/simclr_digits.yaml -q      # warnings and the final summary only
   torchrun --standalone --nproc_per_node=2 -m hookbus train configs/simclr_digits.yaml
@@ -103,8 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "export":
             command.add_argument("checkpoint", help="a hookbus checkpoint")
             command.add_argument("out", help="where to write the state dict (.pth)")
+        elif name == "recipes":
+            command.add_argument(
+                "--show", metavar="NAME", help="print the recipe NAME's YAML, exactly as shipped"
+            )
         elif name != "schema":
-            command.add_argument("config", help="path of the YAML recipe")
+            command.add_argument(
+                "config",
+                metavar="RECIPE",
+                help="a YAML recipe's path, or a shipped recipe's name (hookbus recipes)",
+            )
             command.add_argument(
                 "overrides",
                 nargs="*",
@@ -120,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_console(args.quiet)
     try:
+        if args.command == "recipes":
+            return _recipes(args)
+        if hasattr(args, "config"):
+            args.config = resolve_recipe(args.config)
         nproc = _processes_to_launch(args)
         if nproc > 1:
             forwarded = ["train", args.config, *args.overrides, *(["-q"] if args.quiet else [])]
@@ -141,6 +167,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"hookbus {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _recipes(args: argparse.Namespace) -> int:
+    """``hookbus recipes``: list the shipped recipes, or print one (``--show NAME``)."""
+    if args.show is not None:
+        sys.stdout.write(recipe_text(args.show))
+    else:
+        print("\n".join(recipe_table()))
+    return 0
 
 
 def _processes_to_launch(args: argparse.Namespace) -> int:

@@ -32,7 +32,9 @@ def export_backbone(
     that layer for a task. A ResNet trained with ``model.backbone.small_stem`` loads
     into a torchvision model whose ``conv1`` is a 3x3 stride-1 convolution and whose
     ``maxpool`` is ``nn.Identity()``. The file is written to a temporary name, then
-    renamed. The checkpoint must match its checksum file, as on resume.
+    renamed. The checkpoint must match its checksum file, as on resume. A backbone given
+    to ``SSLTrainer`` from Python is exported keyed as that module, nothing added: its
+    class's ``load_state_dict`` takes the file.
     """
     if out.is_dir():
         raise UserError(f"{out} is a directory: give the path of the file to write (.pth)")
@@ -40,7 +42,7 @@ def export_backbone(
     cfg = validate_config(saved.get("config", {}), f"the config in {checkpoint}")
     weights = backbone_state_dict(saved["model"])
     backbone = cfg.model.backbone
-    if backbone.name in RESNETS:
+    if cfg.from_python.backbone is None and backbone.name in RESNETS:
         features = BACKBONES.get(backbone.name)(backbone).out_dim
         weights["fc.weight"] = torch.zeros(num_classes, features)
         weights["fc.bias"] = torch.zeros(num_classes)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ignite.engine import Engine, Events
+from torch import nn
+from torch.utils.data import Dataset
 
 from hookbus.console import console_unless_configured
 from hookbus.engine import distributed
@@ -38,6 +40,7 @@ from hookbus.engine.training_state import ResumePoint, restore_training_state
 from hookbus.hooks.defaults import default_hooks
 from hookbus.hooks.run_stats import phase_record
 from hookbus.parts.data import set_loader_epoch
+from hookbus.parts.python_parts import OptimizerFactory, PythonParts, initial_copy
 from hookbus.parts.task import check_component_names, prepare_task
 from hookbus.steps import get_train_step
 
@@ -71,6 +74,21 @@ class SSLTrainer:
         cfg: the validated config.
         hooks: the hooks to attach; None means :func:`hookbus.default_hooks` (cfg), a
             list means exactly those.
+        backbone: a module mapping images ``[B, C, H, W]`` to features ``[B, D]``, in
+            place of ``model.backbone.name`` (``D`` from its ``out_dim`` or one forward
+            pass; ``model.head.dims[0]`` must equal it).
+        train_data, test_data: map-style data sets of ``(image, label)`` items (a tensor
+            ``[C, H, W]`` or a PIL image), in place of ``data.name``; the train data is
+            also the test data when only it is given.
+        optimizer: a factory called with the model to train that returns its optimizer,
+            in place of ``optimizer.name``; the config's learning-rate schedule sets
+            its groups' learning rate every step.
+        loss: a loss module called as the method's loss is, in place of the one
+            ``loss.name`` builds (the name still chooses the method's hooks).
+
+    The parts given from Python are recorded by class in the effective config's
+    ``from_python`` section (``config.yaml``, checkpoints); a resumed run must be given
+    the same kinds of objects (see :class:`hookbus.parts.python_parts.PythonParts`).
 
     Example::
 
@@ -81,8 +99,20 @@ class SSLTrainer:
         trainer.train()
     """
 
-    def __init__(self, cfg: Config, hooks: Sequence[Hook] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        hooks: Sequence[Hook] | None = None,
+        *,
+        backbone: nn.Module | None = None,
+        train_data: Dataset | None = None,
+        test_data: Dataset | None = None,
+        optimizer: OptimizerFactory | None = None,
+        loss: nn.Module | None = None,
+    ) -> None:
         import_user_modules(cfg.trainer.imports)
+        self.parts = PythonParts(backbone, train_data, test_data, optimizer, loss)
+        cfg = self.parts.apply_to(cfg)
         check_component_names(cfg)
         check_device(cfg)
         check_run_dir(Path(cfg.checkpoint.dir))
@@ -95,6 +125,8 @@ class SSLTrainer:
         _check_hooks(self.hooks)
         self.engine = BusEngine(self.train_step)
         self.engine.state = RunState(cfg=cfg, run_dir=Path(cfg.checkpoint.dir), hooks=self.hooks)
+        if backbone is not None and cfg.hooks.evaluation_report.enabled:
+            self.engine.state.initial_backbone = initial_copy(backbone)
         add_handler(
             self.engine,
             SSLEvents.ON_PHASE_END,
@@ -135,7 +167,7 @@ class SSLTrainer:
             return self.state
         state = self.state
         self._setup_machine()
-        prepare_task(state, self.cfg)
+        prepare_task(state, self.cfg, self.parts)
         self._meters = list(state.meters)
         train_len = len(state.data_loaders["train"])
         test_len = len(state.data_loaders["test"])

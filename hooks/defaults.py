@@ -18,12 +18,14 @@ from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
 from hookbus.hooks.methods.swav_queue import SwavQueueHook
 from hookbus.hooks.metrics_json import MetricsJsonHook
+from hookbus.hooks.mlflow_tracker import MlflowHook
 from hookbus.hooks.nan_check import NanCheckHook
 from hookbus.hooks.progress_bar import ProgressBarHook
 from hookbus.hooks.registry import HOOKS
 from hookbus.hooks.summary_plot import SummaryPlotHook
 from hookbus.hooks.tensorboard import TensorBoardHook
 from hookbus.hooks.timing import TimingHook
+from hookbus.hooks.wandb_tracker import WandbHook
 
 
 def default_hooks(cfg: Config) -> list[Hook]:
@@ -33,7 +35,9 @@ def default_hooks(cfg: Config) -> list[Hook]:
     selects (:func:`method_hooks`). Each of log, progress bar, metrics.json,
     TensorBoard, summary plot and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing
     when ``model.cuda_cache.clear_cuda_cache``; the evaluation report when
-    ``hooks.evaluation_report.enabled``; then every ``hooks.extra`` entry, built by name
+    ``hooks.evaluation_report.enabled``; the W&B and MLflow trackers when
+    ``hooks.wandb.enabled`` and ``hooks.mlflow.enabled`` (a ConfigError naming the extra
+    to install when their package is missing); then every ``hooks.extra`` entry, built by name
     with its ``params``.
     """
     section = cfg.hooks
@@ -54,6 +58,10 @@ def default_hooks(cfg: Config) -> list[Hook]:
         hooks.append(CudaCacheHook.from_config(cfg))
     if section.evaluation_report.enabled:
         hooks.append(EvaluationReportHook.from_config(cfg))
+    if section.wandb.enabled:
+        hooks.append(WandbHook.from_config(cfg))
+    if section.mlflow.enabled:
+        hooks.append(MlflowHook.from_config(cfg))
     hooks.append(CheckpointHook.from_config(cfg))
     for index, extra in enumerate(section.extra):
         try:

@@ -27,10 +27,12 @@ class EvaluationReportHook(Hook):
 
     ============  ==============================================================
     fires         ``on_start`` (the random-init encoder: the model built afresh
-                  with ``trainer.seed``, as the run's own was) and ``on_end``
+                  with ``trainer.seed``, as the run's own was, around a copy of a
+                  backbone given from Python as it was given) and ``on_end``
                   (the trained encoder); rank 0 only
-    reads         ``state.cfg``, ``state.base_model``, the ``"memory"`` (train
-                  split) and ``"test"`` loaders, ``state.device``, ``state.run_dir``
+    reads         ``state.cfg``, ``state.initial_backbone``, ``state.base_model``,
+                  the ``"memory"`` (train split) and ``"test"`` loaders,
+                  ``state.device``, ``state.run_dir``
     writes        ``state.summary["evaluation"]``, ``evaluation.json`` in the run
                   directory, and the table to the ``hookbus`` logger
     ============  ==============================================================
@@ -62,7 +64,8 @@ class EvaluationReportHook(Hook):
         state = engine.state
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(state.cfg.trainer.seed)
-            initial = build_model(state.cfg).to(state.device)
+            backbone = state.initial_backbone
+            initial = build_model(state.cfg, backbone=backbone).to(state.device)
         self.results["random init"] = self.evaluate(initial, state)
 
     @rank_zero_only

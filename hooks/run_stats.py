@@ -35,6 +35,17 @@ def phase_record(state: Any) -> dict[str, Any]:
     }
 
 
+def phase_scalars(state: Any) -> dict[str, float]:
+    """The scalars the trackers record at a phase end: ``<phase>/loss_epoch`` (the mean
+    loss, when the phase had a batch) and ``<phase>/<metric>`` for each meter value."""
+    scalars: dict[str, float] = {}
+    if state.phase_loss is not None:
+        scalars[f"{state.phase_name}/loss_epoch"] = state.phase_loss
+    for metric, value in state.metrics.items():
+        scalars[f"{state.phase_name}/{metric}"] = value
+    return scalars
+
+
 def format_seconds(seconds: float) -> str:
     """``seconds`` as ``h:mm:ss`` (hours unbounded), e.g. ``format_seconds(3725) == '1:02:05'``."""
     minutes, secs = divmod(max(int(seconds), 0), 60)

@@ -16,7 +16,7 @@ from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_files import inside_run_dir
 from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import recent_batch_time
+from hookbus.hooks.run_stats import phase_scalars, recent_batch_time
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -104,12 +104,7 @@ class TensorBoardHook(Hook):
         if self._writer is None:
             return
         state = engine.state
-        scalars = {}
-        loss = state.phase_loss
-        if loss is not None:
-            scalars[f"{state.phase_name}/loss_epoch"] = loss
-        for metric, value in state.metrics.items():
-            scalars[f"{state.phase_name}/{metric}"] = value
+        scalars = phase_scalars(state)
         if scalars:
             self._write(scalars, state.train_phase_idx)
         self._writer.flush()

@@ -15,15 +15,21 @@ from hookbus.parts.losses import LOSSES, build_loss
 from hookbus.parts.meters import build_meters
 from hookbus.parts.models import BACKBONES, build_model
 from hookbus.parts.optim import build_optimizer
+from hookbus.parts.python_parts import OptimizerFactory, PythonParts, describe, feature_size
 
 
 def check_component_names(cfg: Config) -> None:
-    """Raise a ConfigError naming the key whose registered name is unknown."""
-    for key, registry, name in (
-        ("data.name", DATASETS, cfg.data.name),
-        ("model.backbone.name", BACKBONES, cfg.model.backbone.name),
-        ("loss.name", LOSSES, cfg.loss.name),
+    """Raise a ConfigError naming the key whose registered name is unknown (the data and
+    backbone names are not used when ``from_python`` names those parts; the loss name
+    always is: it chooses the method's hooks)."""
+    python = cfg.from_python
+    for key, registry, name, replaced in (
+        ("data.name", DATASETS, cfg.data.name, python.train_data),
+        ("model.backbone.name", BACKBONES, cfg.model.backbone.name, python.backbone),
+        ("loss.name", LOSSES, cfg.loss.name, None),
     ):
+        if replaced is not None:
+            continue
         try:
             registry.get(name)
         except UnknownNameError as exc:
@@ -49,8 +55,10 @@ def check_model_accepts_data(
     except (RuntimeError, ValueError) as exc:
         shape = "x".join(str(n) for n in image.shape[1:])
         problem = str(exc).splitlines()[0]
+        backbone = cfg.from_python.backbone or cfg.model.backbone.name
+        data = cfg.from_python.train_data or cfg.data.name
         raise ConfigError(
-            f"model.backbone ({cfg.model.backbone.name}) cannot encode the {cfg.data.name} "
+            f"model.backbone ({backbone}) cannot encode the {data} "
             f"images ({shape}, from data.image_size={cfg.data.image_size}): {problem}"
         ) from None
     finally:
@@ -62,11 +70,12 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
     the train images of a process, with ``data.drop_last``) or the linear classifier has
     fewer classes than the data's labels."""
     train = loaders["train"]
+    data = cfg.from_python.train_data or cfg.data.name
     if len(train) == 0:
         images = len(train.sampler)
         raise ConfigError(
             f"data.batch_size {cfg.data.batch_size} is more than the {images} train images "
-            f"of a process ({cfg.data.name}), and data.drop_last drops the partial batch: "
+            f"of a process ({data}), and data.drop_last drops the partial batch: "
             "no step would run; lower data.batch_size"
         )
     classifier = cfg.model.linear_eval
@@ -76,27 +85,37 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
         if classes > classifier.num_classes:
             raise ConfigError(
                 f"model.linear_eval.num_classes is {classifier.num_classes}, but the "
-                f"{cfg.data.name} labels go up to {classes - 1}: set it to at least {classes}"
+                f"{data} labels go up to {classes - 1}: set it to at least {classes}"
             )
 
 
-def prepare_task(state: State, cfg: Config) -> None:
+def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) -> None:
     """Build the task onto the run state; the model is DDP-wrapped when distributed.
 
     Writes ``data_loaders``, ``base_model``, ``model``, ``loss_fn``, ``optimizer``,
     ``scaler``, ``amp_dtype`` and ``meters``. The model is built right after seeding with
-    ``trainer.seed``, so its initial weights depend on the seed alone.
+    ``trainer.seed``, so its initial weights depend on the seed alone (a backbone from
+    Python comes with its own). ``parts`` given as Python objects replace those the
+    config names.
     """
+    parts = parts or PythonParts()
     check_component_names(cfg)
     device = state.device
+    data_name = cfg.from_python.train_data or cfg.data.name
     try:
-        state.data_loaders = build_data_loaders(cfg, rank=state.rank, world_size=state.world_size)
+        state.data_loaders = build_data_loaders(
+            cfg, rank=state.rank, world_size=state.world_size, datasets=parts.datasets(cfg)
+        )
     except ValueError as exc:
-        raise ConfigError(f"data ({cfg.data.name}): {exc}") from None
+        raise ConfigError(f"data ({data_name}): {exc}") from None
     check_loaders_fit_the_data(state.data_loaders, cfg)
+    if parts.backbone is not None:
+        out_dim = feature_size(parts.backbone, state.data_loaders["memory"], device)
+        if getattr(state, "initial_backbone", None) is not None:
+            state.initial_backbone.out_dim = out_dim
     torch.manual_seed(cfg.trainer.seed)
     try:
-        state.base_model = build_model(cfg).to(device)
+        state.base_model = build_model(cfg, backbone=parts.backbone).to(device)
     except ValueError as exc:
         raise ConfigError(f"model: {exc}") from None
     check_model_accepts_data(state.base_model, state.data_loaders["memory"], cfg, device)
@@ -113,8 +132,12 @@ def prepare_task(state: State, cfg: Config) -> None:
             device_ids=[device.index] if device.type == "cuda" else None,
             find_unused_parameters=cfg.distributed.find_unused_parameters,
         )
-    state.loss_fn = build_loss(cfg).to(device)
-    state.optimizer = build_optimizer(cfg, state.base_model)
+    state.loss_fn = (parts.loss if parts.loss is not None else build_loss(cfg)).to(device)
+    state.optimizer = (
+        build_optimizer(cfg, state.base_model)
+        if parts.optimizer is None
+        else _user_optimizer(parts.optimizer, state.base_model)
+    )
     amp = cfg.model.amp
     state.amp_dtype = (
         (torch.bfloat16 if amp.dtype == "bf16" else torch.float16) if amp.enabled else None
@@ -123,3 +146,13 @@ def prepare_task(state: State, cfg: Config) -> None:
         torch.amp.GradScaler(device.type) if amp.enabled and amp.dtype == "fp16" else None
     )
     state.meters = build_meters(cfg)
+
+
+def _user_optimizer(factory: OptimizerFactory, model: torch.nn.Module) -> torch.optim.Optimizer:
+    optimizer = factory(model)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ConfigError(
+            f"the optimizer factory {describe(factory)} returned a {type(optimizer).__name__}, "
+            "not a torch.optim.Optimizer"
+        )
+    return optimizer

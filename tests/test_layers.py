@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"engine": "hookbus.engine", "parts": "hookbus.parts", "hooks": "hookbus.hooks"}
 FOLDERS |= {"steps": "hookbus.steps", "hookbus": "hookbus"}
 FLOOR = {"hookbus.engine": 0, "hookbus.parts": 1, "hookbus.hooks": 2, "hookbus.steps": 2}
+SHIPPED = {"configs": "hookbus.recipes", "examples": "hookbus.examples"}
+"""Folders installed beside the library, outside its floors: the recipes (YAML as package
+data) and the tutorials' examples, which use the public face like a user's code."""
 LAZY_IMPORTS = {("hookbus.cli", "hookbus.commands")}
 """Imports inside a function, each for a reason other than a cycle: the command line
 loads the commands module (torch, torchvision, the trainer: about 5 s) only when a
@@ -71,6 +74,7 @@ def imported_modules(path: Path) -> list[tuple[int, str, bool]]:
 
 def test_every_library_module_is_in_a_listed_package() -> None:
     packages = {name for name, path in library_modules().items() if path.name == "__init__.py"}
+    packages |= set(SHIPPED.values())
     setup = (ROOT / "setup.cfg").read_text()
     listed = set(re.search(r"packages =\n((?:    .+\n)+)", setup).group(1).split())
     assert packages == listed

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from examples.grad_norm_hook import GradNormHook
 from hookbus import FakeEngine, SSLTrainer
+from hookbus.examples.grad_norm_hook import GradNormHook
 from tests.conftest import tiny_config
 
 
@@ -59,7 +59,7 @@ def test_every_must_be_positive() -> None:
 def test_a_recipe_adds_it_by_name(tmp_path: Path) -> None:
     cfg = tiny_config(
         tmp_path / "run",
-        trainer={"imports": ["examples.grad_norm_hook"]},
+        trainer={"imports": ["hookbus.examples.grad_norm_hook"]},
         hooks={"extra": [{"name": "grad_norm", "params": {"every": 1}}]},
     )
     trainer = SSLTrainer(cfg)

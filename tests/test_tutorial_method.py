@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from examples.align_uniform import AlignUniformLoss
 from hookbus import SSLTrainer
+from hookbus.examples.align_uniform import AlignUniformLoss
 from tests.conftest import tiny_config
 
 
@@ -39,7 +39,7 @@ def test_bad_settings_are_refused() -> None:
 def test_a_recipe_trains_with_it_by_name(tmp_path: Path) -> None:
     cfg = tiny_config(
         tmp_path / "run",
-        trainer={"imports": ["examples.align_uniform"]},
+        trainer={"imports": ["hookbus.examples.align_uniform"]},
         loss={"name": "align_uniform"},
     )
     state = SSLTrainer(cfg).train()

@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 from ignite.engine import Engine
 
-from examples.plain_step import plain_step
 from hookbus import Config, FakeEngine, Hook, SSLTrainer
+from hookbus.examples.plain_step import plain_step
 from tests.conftest import tiny_config
 
 
@@ -73,7 +73,7 @@ def test_a_test_step_fires_forward_and_loss_only_and_changes_nothing() -> None:
 def test_a_recipe_trains_with_it_by_name(tmp_path: Path) -> None:
     cfg = tiny_config(
         tmp_path / "run",
-        trainer={"imports": ["examples.plain_step"], "train_step_name": "plain_step"},
+        trainer={"imports": ["hookbus.examples.plain_step"], "train_step_name": "plain_step"},
     )
     state = SSLTrainer(cfg).train()
     assert state.iteration == 6  # 2 epochs of 3 steps

@@ -54,8 +54,15 @@ def pin_memory(cfg: Config) -> bool:
     return setting
 
 
-def build_data_loaders(cfg: Config, *, rank: int = 0, world_size: int = 1) -> dict[str, DataLoader]:
-    """The loaders ``"train"``, ``"test"`` and ``"memory"`` of this rank.
+def build_data_loaders(
+    cfg: Config,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    datasets: tuple[Dataset, Dataset] | None = None,
+) -> dict[str, DataLoader]:
+    """The loaders ``"train"``, ``"test"`` and ``"memory"`` of this rank, over the data
+    set ``data.name`` names, or over ``datasets`` (train, test) when given.
 
     * train: the train split, shuffled per epoch and sharded, ``data.batch_size``,
       ``data.drop_last`` (for the last batch and for the sharding), batches of
@@ -67,7 +74,7 @@ def build_data_loaders(cfg: Config, *, rank: int = 0, world_size: int = 1) -> di
 
     Views come from :func:`collates`.
     """
-    train_set, test_set = DATASETS.get(cfg.data.name)(cfg.data)
+    train_set, test_set = datasets or DATASETS.get(cfg.data.name)(cfg.data)
     seed = cfg.trainer.seed
     train_collate, test_collate, memory_collate = collates(cfg)
     train = _loader(

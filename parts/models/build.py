@@ -37,7 +37,7 @@ def build_resnet50(cfg: BackboneConfig) -> nn.Module:
     return build_resnet("resnet50", in_channels=cfg.in_channels, small_stem=cfg.small_stem)
 
 
-def build_model(cfg: Config) -> nn.Module:
+def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     """The model of ``cfg``: an :class:`SSLModel`, or a :class:`LinearEvalModel` when
     ``model.linear_eval.enabled``.
 
@@ -45,10 +45,13 @@ def build_model(cfg: Config) -> nn.Module:
     (``model.head``), and when configured a predictor MLP (``model.predictor``) and
     :class:`Prototypes` (``model.prototypes``). The linear-evaluation model loads its
     backbone from ``model.linear_eval.checkpoint`` when set. Raises ``ValueError`` when
-    the sizes of consecutive parts do not match.
+    the sizes of consecutive parts do not match. A ``backbone`` given (with its
+    ``out_dim``) replaces the one named.
     """
     model_cfg = cfg.model
-    backbone = BACKBONES.get(model_cfg.backbone.name)(model_cfg.backbone)
+    name = model_cfg.backbone.name if backbone is None else cfg.from_python.backbone
+    if backbone is None:
+        backbone = BACKBONES.get(model_cfg.backbone.name)(model_cfg.backbone)
     if model_cfg.linear_eval.enabled:
         if model_cfg.linear_eval.checkpoint is not None:
             load_backbone_weights(backbone, model_cfg.linear_eval.checkpoint)
@@ -61,7 +64,7 @@ def build_model(cfg: Config) -> nn.Module:
     if head_dims[0] != backbone.out_dim:
         raise ValueError(
             f"model.head.dims[0] is {head_dims[0]} but backbone "
-            f"{model_cfg.backbone.name!r} gives {backbone.out_dim} features "
+            f"{name!r} gives {backbone.out_dim} features "
             f"(out_dim); set model.head.dims[0] to {backbone.out_dim}"
         )
     predictor = None

@@ -1,0 +1,249 @@
+"""The MLflow hook: a run's scalars, config and result files in an MLflow run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ignite.engine import Engine
+
+from hookbus.engine.config import Config
+from hookbus.engine.config_changes import flatten
+from hookbus.engine.errors import ConfigError, UserError
+from hookbus.engine.hook import Hook, rank_zero_only
+from hookbus.engine.priorities import Priority
+from hookbus.hooks.plot import PLOT_FILE
+from hookbus.hooks.registry import register_hook
+from hookbus.hooks.run_stats import phase_scalars
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+    from typing_extensions import Self
+
+logger = logging.getLogger("hookbus")
+
+RESULT_FILES = (PLOT_FILE, "evaluation.json")
+"""Files of the run directory the hook logs as artifacts at the end, when present."""
+
+LOCAL_STORE = "mlflow.db"
+"""The local store's database in the run directory, when no tracking URI is given."""
+
+LOCAL_ARTIFACTS = "mlartifacts"
+"""The local store's artifact folder in the run directory."""
+
+PARAMS_PER_CALL = 100
+"""MLflow takes at most 100 parameters in one ``log_batch`` call."""
+
+
+def require_mlflow() -> None:
+    """Raise a ConfigError naming the extra when the ``mlflow`` package is not installed."""
+    if importlib.util.find_spec("mlflow") is None:
+        raise ConfigError(
+            "hooks.mlflow.enabled: the mlflow package is not installed; "
+            "pip install 'hookbus[mlflow]'"
+        )
+
+
+@register_hook("mlflow")
+class MlflowHook(Hook):
+    """Logs the run to MLflow, on rank 0.
+
+    ==================  ====================================  =================================
+    event               reads                                 writes (MLflow run)
+    ==================  ====================================  =================================
+    ``on_start``        ``rank``, ``run_dir``, ``cfg``        opens the run (a resumed run
+                                                              reopens the checkpoint's run
+                                                              id); the effective config as
+                                                              parameters (dotted keys) and
+                                                              ``config.yaml`` as an artifact
+    ``on_step``         ``train``, ``iteration``, ``loss``,   every ``log_frequency`` train
+                        ``lr``                                iterations: ``train/loss``,
+                                                              ``train/lr`` @ ``iteration``
+    ``on_phase_end``    ``phase_name``, ``train_phase_idx``,  ``<phase>/loss_epoch`` (mean
+                        ``phase_loss``, ``metrics``           loss, when the phase had a
+                                                              batch), ``<phase>/<metric>``
+                                                              @ ``train_phase_idx``
+    ``on_end``          ``run_dir``                           ``curves.png`` and
+                                                              ``evaluation.json`` (when
+                                                              present) as artifacts; ends
+                                                              the run as ``FINISHED``
+    ``on_exception``    --                                    ends the run as ``FAILED``
+    ==================  ====================================  =================================
+
+    The metric names and steps are TensorBoard's. Without a tracking URI the store is
+    local, in the run directory: ``mlflow.db`` (SQLite) with the artifacts in
+    ``mlartifacts/``. Priority ``REPORT+10``: after the reports, so that the files the
+    summary plot and the evaluation report write at ``on_end`` exist when this hook logs
+    them. The run id is checkpointed: a run resumed from a checkpoint reopens the same
+    MLflow run (a warning starts a new one when the store no longer has it). MLflow
+    keeps a parameter's first value: a resumed run that changed a key (training longer)
+    logs the keys that are new, warns about the changed ones, and logs the new
+    ``config.yaml``. ``float(loss)`` on logged iterations is the only per-step device
+    sync. Writes nothing to the run state.
+
+    Example::
+
+        MlflowHook(log_frequency=10).attach(trainer.engine)
+        # mlflow ui --backend-store-uri sqlite:///runs/default/mlflow.db
+    """
+
+    priority = Priority.REPORT + 10
+
+    def __init__(
+        self,
+        log_frequency: int,
+        *,
+        tracking_uri: str | None = None,
+        experiment: str = "hookbus",
+        run_name: str | None = None,
+    ) -> None:
+        if log_frequency < 1:
+            raise ValueError(f"log_frequency must be >= 1, got {log_frequency}")
+        require_mlflow()
+        super().__init__(name="mlflow")
+        self.log_frequency = log_frequency
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_name = run_name
+        self.run_id: str | None = None
+        self.client: MlflowClient | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Self:
+        """The MLflow hook of ``cfg.hooks.mlflow`` at ``cfg.trainer.log_frequency``."""
+        section = cfg.hooks.mlflow
+        return cls(
+            cfg.trainer.log_frequency,
+            tracking_uri=section.tracking_uri,
+            experiment=section.experiment,
+            run_name=section.run_name,
+        )
+
+    @rank_zero_only
+    def on_start(self, engine: Engine) -> None:
+        # Imported here: mlflow takes about a second to import, paid only by runs that
+        # log to it.
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        state = engine.state
+        run_dir = Path(state.run_dir).resolve()
+        uri = self.tracking_uri or f"sqlite:///{run_dir / LOCAL_STORE}"
+        try:
+            client = MlflowClient(uri)
+            logged = self._open_run(client, run_dir)
+            config = state.cfg.model_dump(mode="json") if state.cfg is not None else {}
+            self._log_params(client, logged, flatten(config))
+            if (run_dir / "config.yaml").is_file():
+                client.log_artifact(self.run_id, str(run_dir / "config.yaml"))
+        except MlflowException as exc:
+            raise UserError(f"hooks.mlflow: {uri}: {exc.message}") from None
+        self.client = client
+        logger.info("MLflow run %s in %s (experiment %r)", self.run_id, uri, self.experiment)
+
+    def on_step(self, engine: Engine) -> None:
+        if self.client is None or not self.every_n_train_iterations(engine, self.log_frequency):
+            return
+        state = engine.state
+        scalars = {"train/loss": float(state.loss), "train/lr": float(state.lr)}
+        self._log_metrics(scalars, state.iteration)
+
+    def on_phase_end(self, engine: Engine) -> None:
+        if self.client is None:
+            return
+        state = engine.state
+        scalars = phase_scalars(state)
+        if scalars:
+            self._log_metrics(scalars, state.train_phase_idx)
+
+    def on_end(self, engine: Engine) -> None:
+        if self.client is None:
+            return
+        for name in RESULT_FILES:
+            path = Path(engine.state.run_dir) / name
+            if path.is_file():
+                self.client.log_artifact(self.run_id, str(path))
+        self._end("FINISHED")
+
+    def on_exception(self, engine: Engine) -> None:
+        self._end("FAILED")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.run_id = state["run_id"]
+
+    def _open_run(self, client: MlflowClient, run_dir: Path) -> dict[str, str]:
+        """Reopen the checkpoint's run, or create one; returns the parameters it has."""
+        from mlflow.exceptions import MlflowException
+
+        if self.run_id is not None:
+            try:
+                run = client.get_run(self.run_id)
+            except MlflowException as exc:
+                if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+                    raise
+                logger.warning(
+                    "MLflow run %s of the checkpoint is not in the store: a new run begins",
+                    self.run_id,
+                )
+            else:
+                client.update_run(self.run_id, status="RUNNING")
+                return dict(run.data.params)
+        experiment = client.get_experiment_by_name(self.experiment)
+        if experiment is None:
+            artifacts = None if self.tracking_uri else (run_dir / LOCAL_ARTIFACTS).as_uri()
+            experiment_id = client.create_experiment(self.experiment, artifact_location=artifacts)
+        elif experiment.lifecycle_stage == "deleted":
+            raise UserError(
+                f"hooks.mlflow.experiment: {self.experiment!r} is deleted in the store; "
+                "restore it or name another experiment"
+            )
+        else:
+            experiment_id = experiment.experiment_id
+        self.run_id = client.create_run(experiment_id, run_name=self.run_name).info.run_id
+        return {}
+
+    def _log_params(
+        self, client: MlflowClient, logged: dict[str, str], config: dict[str, Any]
+    ) -> None:
+        """Log the keys of ``config`` the run does not have; warn about changed ones."""
+        from mlflow.entities import Param
+
+        values = {
+            key: value if isinstance(value, str) else json.dumps(value)
+            for key, value in config.items()
+        }
+        new = [Param(key, value) for key, value in values.items() if key not in logged]
+        for start in range(0, len(new), PARAMS_PER_CALL):
+            client.log_batch(self.run_id, params=new[start : start + PARAMS_PER_CALL])
+        changed = [
+            f"{key}: {logged[key]} -> {value}"
+            for key, value in values.items()
+            if key in logged and logged[key] != value
+        ]
+        if changed:
+            logger.warning(
+                "MLflow run %s keeps the first value of each parameter; changed since: %s "
+                "(its config.yaml artifact has the values in use)",
+                self.run_id,
+                "; ".join(changed),
+            )
+
+    def _log_metrics(self, scalars: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        assert self.client is not None
+        stamp = int(time.time() * 1000)
+        metrics = [Metric(key, float(value), stamp, step) for key, value in scalars.items()]
+        self.client.log_batch(self.run_id, metrics=metrics)
+
+    def _end(self, status: str) -> None:
+        if self.client is not None:
+            self.client.set_terminated(self.run_id, status=status)
+            self.client = None
