@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ("simclr", "moco", "byol", "swav", "dino", "barlow_twins")
+METHODS = ("simclr", "moco", "byol", "swav", "dino", "barlow_twins", "vicreg", "simsiam")
 
 
 CORES = 2

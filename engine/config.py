@@ -185,14 +185,55 @@ class AmpConfig(Section):
     dtype: Literal["bf16", "fp16"] = Field("bf16", description="fp16 adds a GradScaler")
 
 
+class ViTConfig(Section):
+    """Sizes of a Vision Transformer backbone (``vit_*``); None keeps the preset's."""
+
+    patch_size: int | None = Field(
+        None, ge=1, le=256, description="side of the square patches, in pixels; None: preset's"
+    )
+    width: int | None = Field(
+        None, ge=1, le=8192, description="token width (hidden size, = out_dim); None: preset's"
+    )
+    depth: int | None = Field(
+        None, ge=1, le=64, description="transformer blocks; None: the preset's"
+    )
+    heads: int | None = Field(
+        None, ge=1, le=128, description="attention heads (divide the width); None: preset's"
+    )
+    mlp_dim: int | None = Field(
+        None, ge=1, le=32_768, description="hidden size of each block's MLP; None: preset's"
+    )
+
+    @model_validator(mode="after")
+    def _heads_divide_the_width(self) -> ViTConfig:
+        if self.width is not None and self.heads is not None and self.width % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
+        return self
+
+
 class BackboneConfig(Section):
-    name: str = Field("small_cnn", description="backbone, by its registered name")
+    name: str = Field(
+        "small_cnn",
+        description="backbone, by its registered name, or tv:NAME for torchvision's "
+        "classification model NAME, e.g. tv:resnet34 (random init, last Linear layer removed)",
+    )
     width: int = Field(32, ge=1, le=4096, description="channels of the first layer (small_cnn)")
     in_channels: int = Field(1, ge=1, le=64, description="image channels")
     small_stem: bool = Field(
         False,
         description="resnet*: a 3x3 stride-1 first convolution and no max-pool, for small "
         "images (an export then needs the same stem in torchvision's model)",
+    )
+    image_size: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_PIXELS,
+        description="image side the backbone is built for (vit_*: the grid of its position "
+        "embedding; tv:*: the trial forward that checks the feature size); None: "
+        "data.image_size",
+    )
+    vit: ViTConfig = Field(
+        default_factory=ViTConfig, description="vit_*: sizes that override the preset's"
     )
 
 
@@ -345,11 +386,26 @@ class BarlowTwinsConfig(Section):
     eps: float = Field(1e-5, gt=0, le=1, description="variance epsilon of the BatchNorm")
 
 
+class VicregConfig(Section):
+    """VICReg: invariance, variance and covariance terms, weighted as in the paper."""
+
+    sim_coeff: float = Field(
+        25.0, ge=0, le=10_000, description="lambda, the weight of the invariance (MSE) term"
+    )
+    std_coeff: float = Field(
+        25.0, ge=0, le=10_000, description="mu, the weight of the variance (std hinge) terms"
+    )
+    cov_coeff: float = Field(
+        1.0, ge=0, le=10_000, description="nu, the weight of the covariance terms"
+    )
+
+
 class LossConfig(Section):
     name: str = Field(
         "nt_xent",
         description="loss, by its registered name; it selects the method and its hooks: "
-        "nt_xent (SimCLR), moco, byol, swav, dino, barlow_twins, cross_entropy (linear eval)",
+        "nt_xent (SimCLR), moco, byol, swav, dino, barlow_twins, vicreg, simsiam, "
+        "cross_entropy (linear eval)",
     )
     temperature: float = Field(0.5, ge=1e-3, le=100, description="softmax temperature (nt_xent)")
     moco: MocoConfig = Field(default_factory=MocoConfig)
@@ -357,6 +413,7 @@ class LossConfig(Section):
     swav: SwavConfig = Field(default_factory=SwavConfig)
     dino: DinoConfig = Field(default_factory=DinoConfig)
     barlow_twins: BarlowTwinsConfig = Field(default_factory=BarlowTwinsConfig)
+    vicreg: VicregConfig = Field(default_factory=VicregConfig)
 
 
 class OptimizerConfig(Section):
@@ -393,6 +450,14 @@ class OptimizerConfig(Section):
 class KnnMeterConfig(Section):
     enabled: bool = Field(True, description="kNN top-1 of backbone features in test phases")
     k: int = Field(20, ge=1, le=100_000, description="neighbours")
+    vote: Literal["majority", "weighted"] = Field(
+        "majority",
+        description="majority: one vote per neighbour; weighted: DINO's kNN vote, each "
+        "neighbour weighted by exp(cosine similarity / temperature)",
+    )
+    temperature: float = Field(
+        0.07, ge=1e-3, le=100, description="temperature of the weighted vote"
+    )
 
 
 class AccuracyMeterConfig(Section):
@@ -477,6 +542,32 @@ class EvaluationReportConfig(Section):
     draws: int = Field(10, ge=1, le=1000, description="label draws averaged")
 
 
+class OnlineProbeConfig(Section):
+    enabled: bool = Field(
+        False,
+        description="online linear probe: a linear classifier trained on the detached "
+        "backbone features of the labelled train batches, probe_top1 every phase",
+    )
+    num_classes: int | None = Field(
+        None, ge=2, le=1_000_000, description="classes of the labels; required when enabled"
+    )
+    optimizer: Literal["adamw", "sgd"] = Field(
+        "adamw", description="the probe's own optimizer (SGD with momentum 0.9)"
+    )
+    lr: float = Field(1e-3, gt=0, le=100, description="the probe's constant learning rate")
+    weight_decay: float = Field(0.0, ge=0, le=10, description="the probe's weight decay")
+
+    @model_validator(mode="after")
+    def _classes_when_enabled(self) -> OnlineProbeConfig:
+        """An enabled probe names its number of classes."""
+        if self.enabled and self.num_classes is None:
+            raise ValueError(
+                "num_classes is required when the probe is enabled: the number of label "
+                "classes (10 for digits, say)"
+            )
+        return self
+
+
 class ExtraHookConfig(Section):
     name: str = Field(description="a hook registered with hookbus.register_hook")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments")
@@ -532,6 +623,7 @@ class HooksConfig(Section):
     summary_plot: EnabledHook = Field(default_factory=EnabledHook)
     nan_check: NanCheckConfig = Field(default_factory=NanCheckConfig)
     evaluation_report: EvaluationReportConfig = Field(default_factory=EvaluationReportConfig)
+    online_probe: OnlineProbeConfig = Field(default_factory=OnlineProbeConfig)
     wandb: WandbConfig = Field(default_factory=WandbConfig)
     mlflow: MlflowConfig = Field(default_factory=MlflowConfig)
     extra: list[ExtraHookConfig] = Field(default_factory=list, description="user hooks")
@@ -631,8 +723,8 @@ class Config(Section):
     def _method_parts(self) -> Config:
         """The model parts each method's loss reads must be configured."""
         model, loss = self.model, self.loss.name
-        if loss == "byol" and not model.predictor.dims:
-            raise ValueError("loss.name byol needs a predictor: set model.predictor.dims")
+        if loss in ("byol", "simsiam") and not model.predictor.dims:
+            raise ValueError(f"loss.name {loss} needs a predictor: set model.predictor.dims")
         if loss in ("swav", "dino") and not model.prototypes.count:
             raise ValueError(f"loss.name {loss} needs prototypes: set model.prototypes.count")
         if loss != "cross_entropy" and self.data.num_views < 2:

@@ -12,6 +12,7 @@ from hookbus.engine.checkpoint_io import load_verified_checkpoint
 from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import UserError
 from hookbus.parts.models import BACKBONES
+from hookbus.parts.models.build import zero_classifier_weights
 from hookbus.parts.models.pretrained import backbone_state_dict
 from hookbus.parts.models.resnet import RESNETS
 
@@ -31,7 +32,12 @@ def export_backbone(
     (``[num_classes, features]``) and ``fc.bias`` are added as zeros: replace or train
     that layer for a task. A ResNet trained with ``model.backbone.small_stem`` loads
     into a torchvision model whose ``conv1`` is a 3x3 stride-1 convolution and whose
-    ``maxpool`` is ``nn.Identity()``. The file is written to a temporary name, then
+    ``maxpool`` is ``nn.Identity()``. A ViT (``vit_*``) gets a zero ``heads.head`` and
+    loads into torchvision's ``VisionTransformer`` built with the run's sizes (see
+    :func:`hookbus.parts.models.vit.torchvision_vit`); a ``tv:<name>`` model gets its
+    last Linear layer back as zeros and loads into ``torchvision.models.get_model(name,
+    num_classes=num_classes)``; both with a matching first convolution when
+    ``model.backbone.in_channels`` is not 3. The file is written to a temporary name, then
     renamed. The checkpoint must match its checksum file, as on resume. A backbone given
     to ``SSLTrainer`` from Python is exported keyed as that module, nothing added: its
     class's ``load_state_dict`` takes the file.
@@ -46,6 +52,9 @@ def export_backbone(
         features = BACKBONES.get(backbone.name)(backbone).out_dim
         weights["fc.weight"] = torch.zeros(num_classes, features)
         weights["fc.bias"] = torch.zeros(num_classes)
+    elif cfg.from_python.backbone is None:
+        # vit_*: heads.head; tv:<name>: the last Linear layer that training removed.
+        weights.update(zero_classifier_weights(backbone, weights, num_classes))
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:

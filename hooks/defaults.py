@@ -20,6 +20,7 @@ from hookbus.hooks.methods.swav_queue import SwavQueueHook
 from hookbus.hooks.metrics_json import MetricsJsonHook
 from hookbus.hooks.mlflow_tracker import MlflowHook
 from hookbus.hooks.nan_check import NanCheckHook
+from hookbus.hooks.online_probe import OnlineProbeHook
 from hookbus.hooks.progress_bar import ProgressBarHook
 from hookbus.hooks.registry import HOOKS
 from hookbus.hooks.summary_plot import SummaryPlotHook
@@ -35,7 +36,8 @@ def default_hooks(cfg: Config) -> list[Hook]:
     selects (:func:`method_hooks`). Each of log, progress bar, metrics.json,
     TensorBoard, summary plot and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing
     when ``model.cuda_cache.clear_cuda_cache``; the evaluation report when
-    ``hooks.evaluation_report.enabled``; the W&B and MLflow trackers when
+    ``hooks.evaluation_report.enabled``; the online linear probe when
+    ``hooks.online_probe.enabled``; the W&B and MLflow trackers when
     ``hooks.wandb.enabled`` and ``hooks.mlflow.enabled`` (a ConfigError naming the extra
     to install when their package is missing); then every ``hooks.extra`` entry, built by name
     with its ``params``.
@@ -58,6 +60,8 @@ def default_hooks(cfg: Config) -> list[Hook]:
         hooks.append(CudaCacheHook.from_config(cfg))
     if section.evaluation_report.enabled:
         hooks.append(EvaluationReportHook.from_config(cfg))
+    if section.online_probe.enabled:
+        hooks.append(OnlineProbeHook.from_config(cfg))
     if section.wandb.enabled:
         hooks.append(WandbHook.from_config(cfg))
     if section.mlflow.enabled:
@@ -89,6 +93,8 @@ def method_hooks(cfg: Config) -> list[Hook]:
     ``dino``            momentum_teacher (teacher, on the global views),
                         dino_centering, freeze_prototypes (last layer)
     ``barlow_twins``    none
+    ``vicreg``          none
+    ``simsiam``         none (no momentum encoder)
     ==================  ============================================================
     """
     name = cfg.loss.name

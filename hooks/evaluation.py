@@ -9,18 +9,25 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 
-from hookbus.parts.meters.knn import knn_predict
+from hookbus.parts.meters.knn import KnnVote, knn_predict
 
 KNN_QUERY_CHUNK = 1024
 """Test images classified at once by :func:`knn_accuracy`, to bound the similarity matrix."""
 
 
 def knn_accuracy(
-    train_feats: Tensor, train_labels: Tensor, test_feats: Tensor, test_labels: Tensor, k: int = 20
+    train_feats: Tensor,
+    train_labels: Tensor,
+    test_feats: Tensor,
+    test_labels: Tensor,
+    k: int = 20,
+    vote: KnnVote = "majority",
+    temperature: float = 0.07,
 ) -> float:
     """Top-1 accuracy of kNN on cosine similarity, the train features as memory.
 
-    Same rule as :class:`hookbus.parts.meters.KnnMeter` (:func:`hookbus.parts.meters.knn_predict`).
+    Same rule as :class:`hookbus.parts.meters.KnnMeter` (:func:`hookbus.parts.meters.knn_predict`),
+    with the same ``vote`` and ``temperature``.
     """
     memory = F.normalize(train_feats.float(), dim=1)
     memory_labels = train_labels.to(memory.device, torch.long)
@@ -28,7 +35,7 @@ def knn_accuracy(
     num_classes = int(memory_labels.max()) + 1
     predictions = torch.cat(
         [
-            knn_predict(chunk, memory, memory_labels, k, num_classes)
+            knn_predict(chunk, memory, memory_labels, k, num_classes, vote, temperature)
             for chunk in queries.split(KNN_QUERY_CHUNK)
         ]
     )

@@ -15,7 +15,7 @@ from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
 from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
 from hookbus.hooks.registry import register_hook
-from hookbus.parts.meters.knn import extract_features
+from hookbus.parts.meters.knn import KnnVote, extract_features
 from hookbus.parts.models import build_model
 
 logger = logging.getLogger("hookbus")
@@ -37,26 +37,41 @@ class EvaluationReportHook(Hook):
                   directory, and the table to the ``hookbus`` logger
     ============  ==============================================================
 
-    kNN top-1 uses the train split as memory (k from ``meters.knn.k``); the probe is a
+    kNN top-1 uses the train split as memory (k, vote and temperature from
+    ``meters.knn``); the probe is a
     logistic regression on ``labels_per_class`` labelled train images per class, the mean
     over ``draws`` label draws, scored on the test split.
     """
 
     priority = Priority.REPORT
 
-    def __init__(self, *, k: int = 20, labels_per_class: int = 10, draws: int = 10) -> None:
+    def __init__(
+        self,
+        *,
+        k: int = 20,
+        labels_per_class: int = 10,
+        draws: int = 10,
+        vote: KnnVote = "majority",
+        temperature: float = 0.07,
+    ) -> None:
         super().__init__()
         self.k = k
+        self.vote = vote
+        self.temperature = temperature
         self.labels_per_class = labels_per_class
         self.draws = draws
         self.results: dict[str, dict[str, float]] = {}
 
     @classmethod
     def from_config(cls, cfg: Config) -> EvaluationReportHook:
-        """Built from ``hooks.evaluation_report`` and ``meters.knn.k``."""
-        section = cfg.hooks.evaluation_report
+        """Built from ``hooks.evaluation_report`` and ``meters.knn``."""
+        section, knn = cfg.hooks.evaluation_report, cfg.meters.knn
         return cls(
-            k=cfg.meters.knn.k, labels_per_class=section.labels_per_class, draws=section.draws
+            k=knn.k,
+            labels_per_class=section.labels_per_class,
+            draws=section.draws,
+            vote=knn.vote,
+            temperature=knn.temperature,
         )
 
     @rank_zero_only
@@ -85,7 +100,9 @@ class EvaluationReportHook(Hook):
             test = extract_features(model.encode, state.data_loaders["test"], state.device)
         model.train(was_training)
         return {
-            "knn_top1": knn_accuracy(*train, *test, k=self.k),
+            "knn_top1": knn_accuracy(
+                *train, *test, k=self.k, vote=self.vote, temperature=self.temperature
+            ),
             "probe_top1": linear_probe_accuracy(
                 *train,
                 *test,

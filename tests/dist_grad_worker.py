@@ -19,7 +19,12 @@ from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import build_loss
 
 GLOBAL_BATCH, DIM, VIEWS = 8, 6, 2
-OUTPUT_KEY = {"nt_xent": "embeddings", "barlow_twins": "embeddings", "swav": "scores"}
+OUTPUT_KEY = {
+    "nt_xent": "embeddings",
+    "barlow_twins": "embeddings",
+    "swav": "scores",
+    "vicreg": "embeddings",
+}
 """The collective losses and the output each one reads, per view ``[B, DIM]``."""
 
 

@@ -6,7 +6,9 @@ import pytest
 import torch
 from torch import nn
 
+from hookbus import Config
 from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
+from hookbus.hooks.evaluation_report import EvaluationReportHook
 from hookbus.parts.meters import KnnMeter
 from hookbus.parts.meters.knn import extract_features
 
@@ -52,6 +54,28 @@ def test_knn_accuracy_agrees_with_the_meter() -> None:
     accuracy = knn_accuracy(features, labels, queries, query_labels, k=5)
     assert accuracy == meter.value()["knn_top1"]
     assert 0.5 < accuracy < 1.0
+
+
+@pytest.mark.parametrize("temperature", [0.07, 0.5])
+def test_weighted_knn_accuracy_agrees_with_the_weighted_meter(temperature: float) -> None:
+    features, labels = separable(20, seed=0)
+    queries, query_labels = separable(10, seed=1)
+    queries = queries + 0.5 * torch.randn(queries.shape, generator=torch.Generator().manual_seed(2))
+    meter = KnnMeter(k=5, vote="weighted", temperature=temperature)
+    meter.set_memory(features, labels)
+    meter.update({"features": queries}, {"label": query_labels})
+    accuracy = knn_accuracy(
+        features, labels, queries, query_labels, k=5, vote="weighted", temperature=temperature
+    )
+    assert accuracy == meter.value()["knn_top1"]
+
+
+def test_the_evaluation_report_takes_the_vote_of_the_knn_meter() -> None:
+    cfg = Config()
+    cfg.meters.knn.vote = "weighted"
+    cfg.meters.knn.temperature = 0.2
+    hook = EvaluationReportHook.from_config(cfg)
+    assert (hook.vote, hook.temperature, hook.k) == ("weighted", 0.2, cfg.meters.knn.k)
 
 
 def test_knn_accuracy_over_several_query_chunks() -> None:

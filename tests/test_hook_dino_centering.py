@@ -11,10 +11,44 @@ from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 
 def test_teacher_temperature_warms_up_linearly_then_stays() -> None:
     hook = DinoCenteringHook(
-        teacher_temperature=0.07, warmup_teacher_temperature=0.04, warmup_epochs=3
+        teacher_temperature=0.07, warmup_teacher_temperature=0.04, warmup_epochs=4
     )
-    temperatures = [hook.temperature(epoch) for epoch in range(5)]
-    assert temperatures == pytest.approx([0.04, 0.05, 0.06, 0.07, 0.07])
+    temperatures = [hook.temperature(epoch) for epoch in range(6)]
+    assert temperatures == pytest.approx([0.04, 0.05, 0.06, 0.07, 0.07, 0.07])
+
+
+def test_teacher_temperature_reaches_its_final_value_at_the_last_warmup_epoch() -> None:
+    hook = DinoCenteringHook(
+        teacher_temperature=0.07, warmup_teacher_temperature=0.04, warmup_epochs=30
+    )
+    assert hook.temperature(0) == 0.04
+    assert hook.temperature(29) == 0.07
+    assert hook.temperature(30) == 0.07
+    expected = torch.linspace(0.04, 0.07, 30, dtype=torch.float64).tolist()
+    assert [hook.temperature(epoch) for epoch in range(30)] == pytest.approx(expected)
+
+
+def test_one_warmup_epoch_uses_the_warmup_temperature_then_the_final_one() -> None:
+    hook = DinoCenteringHook(
+        teacher_temperature=0.07, warmup_teacher_temperature=0.04, warmup_epochs=1
+    )
+    assert [hook.temperature(epoch) for epoch in range(3)] == [0.04, 0.07, 0.07]
+
+
+def test_no_warmup_uses_the_final_temperature_from_the_start() -> None:
+    hook = DinoCenteringHook(teacher_temperature=0.07, warmup_teacher_temperature=0.04)
+    assert hook.temperature(0) == 0.07
+
+
+def test_forward_uses_the_train_phase_index_as_the_epoch() -> None:
+    hook = DinoCenteringHook(
+        teacher_temperature=0.07, warmup_teacher_temperature=0.04, warmup_epochs=30
+    )
+    engine = FakeEngine(train=False, train_phase_idx=29)
+    hook.attach(engine)
+    engine.state.last_output = {"teacher_scores": [torch.ones(2, 3)]}
+    engine.step()
+    assert engine.state.last_output["teacher_temperature"] == 0.07
 
 
 def test_forward_writes_zero_center_and_temperature_then_updates_the_center() -> None:

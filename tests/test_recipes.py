@@ -19,6 +19,8 @@ METHOD_HOOKS = {
     "swav": {"prototype_normalization", "freeze_prototypes"},
     "dino": {"momentum_teacher", "dino_centering", "freeze_prototypes"},
     "barlow_twins": set(),
+    "vicreg": set(),
+    "simsiam": set(),
 }
 RESNET50_FEATURES = 2048
 

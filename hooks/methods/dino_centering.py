@@ -68,14 +68,23 @@ class DinoCenteringHook(Hook):
         )
 
     def temperature(self, epoch: int) -> float:
-        """Teacher temperature of ``epoch`` (0-based): linear from the warm-up value to
-        ``teacher_temperature`` over ``warmup_epochs``, then constant."""
+        """Teacher temperature of train phase ``epoch`` (0-based, ``state.train_phase_idx``).
+
+        Epoch ``e < warmup_epochs`` takes ``linspace(warmup_teacher_temperature,
+        teacher_temperature, warmup_epochs)[e]``: the warm-up value at epoch 0 and the
+        final value exactly at the last warm-up epoch ``warmup_epochs - 1`` (with one
+        warm-up epoch, the warm-up value alone); later epochs take
+        ``teacher_temperature``. A pure function of the epoch, so a resumed run gets the
+        same values.
+        """
         epoch = max(epoch, 0)
-        if epoch >= self.warmup_epochs:
+        last = self.warmup_epochs - 1
+        if epoch >= self.warmup_epochs or (epoch == last and epoch > 0):
             return self.teacher_temperature
-        progress = epoch / self.warmup_epochs
         start = self.warmup_teacher_temperature
-        return start + (self.teacher_temperature - start) * progress
+        if epoch == 0:
+            return start
+        return start + (self.teacher_temperature - start) * epoch / last
 
     def on_start(self, engine: Engine) -> None:
         if self.center is not None:

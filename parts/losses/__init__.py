@@ -9,8 +9,10 @@ from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss, teacher_targets
 from hookbus.parts.losses.moco import MocoLoss
 from hookbus.parts.losses.nt_xent import NTXentLoss
+from hookbus.parts.losses.simsiam import SimsiamLoss
 from hookbus.parts.losses.sinkhorn import sinkhorn
 from hookbus.parts.losses.swav import SwavLoss
+from hookbus.parts.losses.vicreg import VicregLoss
 
 __all__ = [
     "LOSSES",
@@ -20,7 +22,9 @@ __all__ = [
     "DinoLoss",
     "MocoLoss",
     "NTXentLoss",
+    "SimsiamLoss",
     "SwavLoss",
+    "VicregLoss",
     "build_loss",
     "build_nt_xent",
     "sinkhorn",

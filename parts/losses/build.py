@@ -14,7 +14,9 @@ from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss
 from hookbus.parts.losses.moco import MocoLoss
 from hookbus.parts.losses.nt_xent import NTXentLoss
+from hookbus.parts.losses.simsiam import SimsiamLoss
 from hookbus.parts.losses.swav import SwavLoss
+from hookbus.parts.losses.vicreg import VicregLoss
 
 LOSSES: Registry[Callable[[LossConfig], nn.Module]] = Registry("loss")
 """Builders ``(cfg.loss) -> loss module``, chosen by ``loss.name``. A loss module is
@@ -56,6 +58,19 @@ def build_dino(cfg: LossConfig) -> DinoLoss:
 def build_barlow_twins(cfg: LossConfig) -> BarlowTwinsLoss:
     """:class:`BarlowTwinsLoss` from ``loss.barlow_twins``."""
     return BarlowTwinsLoss(cfg.barlow_twins.lambd, cfg.barlow_twins.eps)
+
+
+@LOSSES.register("vicreg")
+def build_vicreg(cfg: LossConfig) -> VicregLoss:
+    """:class:`VicregLoss` from ``loss.vicreg``."""
+    vicreg = cfg.vicreg
+    return VicregLoss(vicreg.sim_coeff, vicreg.std_coeff, vicreg.cov_coeff)
+
+
+@LOSSES.register("simsiam")
+def build_simsiam(cfg: LossConfig) -> SimsiamLoss:
+    """:class:`SimsiamLoss` (no settings)."""
+    return SimsiamLoss()
 
 
 @LOSSES.register("cross_entropy")

@@ -18,8 +18,9 @@ METERS: Registry[Callable[[Any], Meter]] = Registry("meter")
 
 @METERS.register("knn")
 def build_knn_meter(cfg: KnnMeterConfig) -> KnnMeter:
-    """:class:`KnnMeter` with ``meters.knn.k`` neighbours."""
-    return KnnMeter(k=cfg.k)
+    """:class:`KnnMeter` with ``meters.knn.k`` neighbours and its ``vote`` and
+    ``temperature``."""
+    return KnnMeter(k=cfg.k, vote=cfg.vote, temperature=cfg.temperature)
 
 
 @METERS.register("accuracy")

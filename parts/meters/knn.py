@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -12,22 +13,40 @@ from torch.types import Device
 
 from hookbus.parts.meters.base import Meter
 
+KnnVote = Literal["majority", "weighted"]
+"""How the k neighbours vote: one vote each, or weighted by ``exp(similarity / T)``."""
+
 
 def knn_predict(
-    queries: Tensor, memory: Tensor, memory_labels: Tensor, k: int, num_classes: int
+    queries: Tensor,
+    memory: Tensor,
+    memory_labels: Tensor,
+    k: int,
+    num_classes: int,
+    vote: KnnVote = "majority",
+    temperature: float = 0.07,
 ) -> Tensor:
     """Predicted classes ``[Q]`` of L2-normalised ``queries`` ``[Q, D]``.
 
     Each query takes the ``k`` memory rows (L2-normalised, ``[M, D]``) of highest cosine
-    similarity (all of them when ``M < k``) and predicts the class most of them have,
-    each neighbour counting one vote; a tie goes to the smallest class id.
+    similarity (all of them when ``M < k``) and predicts the class of highest score. With
+    ``vote="majority"`` each neighbour adds one to its class's score; with
+    ``vote="weighted"`` (DINO's kNN evaluation) a neighbour of similarity ``s`` adds
+    ``exp(s / temperature)``, so closer neighbours count more. A tie goes to the smallest
+    class id.
     """
     similarity = queries @ memory.T
-    neighbours = similarity.topk(min(k, len(memory)), dim=1).indices
-    neighbour_labels = memory_labels[neighbours]
-    votes = torch.zeros(len(queries), num_classes, device=queries.device)
-    votes.scatter_add_(1, neighbour_labels, torch.ones_like(neighbour_labels, dtype=votes.dtype))
-    return votes.argmax(dim=1)
+    nearest = similarity.topk(min(k, len(memory)), dim=1)
+    neighbour_labels = memory_labels[nearest.indices]
+    if vote == "weighted":
+        weights = (nearest.values / temperature).exp()
+    elif vote == "majority":
+        weights = torch.ones_like(nearest.values)
+    else:
+        raise ValueError(f"vote must be 'majority' or 'weighted', got {vote!r}")
+    scores = torch.zeros(len(queries), num_classes, device=queries.device, dtype=weights.dtype)
+    scores.scatter_add_(1, neighbour_labels, weights)
+    return scores.argmax(dim=1)
 
 
 def extract_features(
@@ -52,19 +71,28 @@ class KnnMeter(Meter):
     The memory bank is rebuilt by :meth:`prepare` at the start of each test phase: the
     features of the ``"memory"`` loader (the clean train split) from the model's
     ``encode`` in eval mode; :meth:`set_memory` sets one directly. :meth:`update` reads
-    ``output["features"]`` and ``batch["label"]``. Value: ``{"knn_top1": correct / total}``
-    (NaN before any update).
+    ``output["features"]`` and ``batch["label"]``. ``vote`` and ``temperature`` choose
+    the rule (:func:`knn_predict`): a majority vote, or DINO's vote weighted by
+    ``exp(similarity / temperature)``. Value: ``{"knn_top1": correct / total}`` (NaN
+    before any update). The counts are the base class's, summed across ranks by
+    :meth:`sync_state` whichever the vote.
     """
 
     name = "knn"
     count_names = ("correct", "total")
     phases = ("test",)
 
-    def __init__(self, k: int = 20) -> None:
+    def __init__(self, k: int = 20, vote: KnnVote = "majority", temperature: float = 0.07) -> None:
         super().__init__()
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
+        if vote not in ("majority", "weighted"):
+            raise ValueError(f"vote must be 'majority' or 'weighted', got {vote!r}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
         self.k = k
+        self.vote: KnnVote = vote
+        self.temperature = temperature
         self.memory: Tensor | None = None
         self.memory_labels: Tensor | None = None
         self.num_classes = 0
@@ -105,7 +133,13 @@ class KnnMeter(Meter):
         queries = F.normalize(output["features"].detach().float(), dim=1).to(self.memory.device)
         labels = batch["label"].to(self.memory.device)
         predictions = knn_predict(
-            queries, self.memory, self.memory_labels, self.k, self.num_classes
+            queries,
+            self.memory,
+            self.memory_labels,
+            self.k,
+            self.num_classes,
+            vote=self.vote,
+            temperature=self.temperature,
         )
         self.add("correct", (predictions == labels).sum())
         self.add("total", torch.tensor(len(labels), device=labels.device))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from hookbus.parts.models.build import BACKBONES, build_model, build_small_cnn
+from hookbus.parts.models.build import BACKBONES, backbone_config, build_model, build_small_cnn
 from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.linear_eval import LinearEvalModel
 from hookbus.parts.models.small_cnn import SmallCNN
 from hookbus.parts.models.ssl_model import ModelOutput, SSLModel
+from hookbus.parts.models.vit import ViTBackbone
 
 __all__ = [
     "BACKBONES",
@@ -16,6 +17,8 @@ __all__ = [
     "Prototypes",
     "SSLModel",
     "SmallCNN",
+    "ViTBackbone",
+    "backbone_config",
     "build_model",
     "build_small_cnn",
 ]

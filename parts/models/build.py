@@ -2,21 +2,134 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
 from collections.abc import Callable
 
-from torch import nn
+from torch import Tensor, nn
 
 from hookbus.engine.config import BackboneConfig, Config
-from hookbus.engine.registry import Registry
+from hookbus.engine.registry import Registry, UnknownNameError
 from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.linear_eval import LinearEvalModel
 from hookbus.parts.models.pretrained import load_backbone_weights
 from hookbus.parts.models.resnet import build_resnet
 from hookbus.parts.models.small_cnn import SmallCNN
 from hookbus.parts.models.ssl_model import SSLModel
+from hookbus.parts.models.torchvision_any import (
+    TV_PREFIX,
+    build_torchvision_model,
+    check_torchvision_name,
+    zero_classifier,
+)
+from hookbus.parts.models.vit import VIT_PRESETS, ViTBackbone, vit_sizes
 
-BACKBONES: Registry[Callable[[BackboneConfig], nn.Module]] = Registry("backbone")
+BackboneBuilder = Callable[[BackboneConfig], nn.Module]
+"""A backbone builder: ``(cfg.model.backbone) -> module`` with an ``out_dim``."""
+
+
+class BackboneRegistry(Registry[BackboneBuilder]):
+    """The backbone builders by name; ``tv:<name>`` names any torchvision classifier.
+
+    ``get`` of an unknown name raises :class:`UnknownNameError` naming the close names
+    (registered ones, or torchvision's after ``tv:``).
+    """
+
+    def get(self, name: str) -> BackboneBuilder:
+        """The builder of ``name``: registered, or ``tv:<torchvision model name>``."""
+        if name.startswith(TV_PREFIX):
+            try:
+                check_torchvision_name(name.removeprefix(TV_PREFIX))
+            except ValueError as exc:
+                raise UnknownNameError(f"{exc}") from None
+            return functools.partial(build_torchvision_backbone, name.removeprefix(TV_PREFIX))
+        try:
+            return super().get(name)
+        except UnknownNameError as exc:
+            close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
+            hint = f"; close: {', '.join(close)}" if close else ""
+            raise UnknownNameError(
+                f"{exc}, or tv:<name> for a torchvision classification model{hint}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str) and name.startswith(TV_PREFIX):
+            try:
+                check_torchvision_name(name.removeprefix(TV_PREFIX))
+            except ValueError:
+                return False
+            return True
+        return super().__contains__(name)
+
+
+BACKBONES = BackboneRegistry("backbone")
 """Builders ``(cfg.model.backbone) -> backbone`` with an ``out_dim``, by ``backbone.name``."""
+
+
+def build_torchvision_backbone(model: str, cfg: BackboneConfig) -> nn.Module:
+    """torchvision's classification ``model`` (``tv:<model>``), see
+    :func:`~hookbus.parts.models.torchvision_any.build_torchvision_model`."""
+    return build_torchvision_model(model, in_channels=cfg.in_channels, image_size=cfg.image_size)
+
+
+def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
+    vit = cfg.vit
+    sizes = vit_sizes(
+        name,
+        image_size=cfg.image_size,
+        patch_size=vit.patch_size,
+        width=vit.width,
+        depth=vit.depth,
+        heads=vit.heads,
+        mlp_dim=vit.mlp_dim,
+    )
+    try:
+        return ViTBackbone(sizes, in_channels=cfg.in_channels)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc} (model.backbone.vit, data.image_size)") from None
+
+
+@BACKBONES.register("vit_tiny")
+def build_vit_tiny(cfg: BackboneConfig) -> ViTBackbone:
+    """A digits-sized ViT: 16 px images in 4x4 patches, width 64, depth 4, 4 heads, MLP
+    256 (each overridden by ``model.backbone.vit``); 64 features."""
+    return _build_vit("vit_tiny", cfg)
+
+
+@BACKBONES.register("vit_s16")
+def build_vit_s16(cfg: BackboneConfig) -> ViTBackbone:
+    """ViT-S/16: 224 px in 16x16 patches, width 384, depth 12, 6 heads, MLP 1536."""
+    return _build_vit("vit_s16", cfg)
+
+
+@BACKBONES.register("vit_b16")
+def build_vit_b16(cfg: BackboneConfig) -> ViTBackbone:
+    """ViT-B/16: 224 px in 16x16 patches, width 768, depth 12, 12 heads, MLP 3072."""
+    return _build_vit("vit_b16", cfg)
+
+
+def backbone_config(cfg: Config) -> BackboneConfig:
+    """``cfg.model.backbone`` with ``image_size`` set (``data.image_size`` when None)."""
+    backbone = cfg.model.backbone
+    if backbone.image_size is None:
+        backbone = backbone.model_copy(update={"image_size": cfg.data.image_size})
+    return backbone
+
+
+def zero_classifier_weights(
+    backbone: BackboneConfig, weights: dict[str, Tensor], num_classes: int
+) -> dict[str, Tensor]:
+    """Zero weights of the classifier a ``vit_*`` or ``tv:*`` backbone was built without,
+    keyed as in torchvision's model (``num_classes`` outputs); ``{}`` for the others."""
+    if backbone.name in VIT_PRESETS:
+        width = weights["class_token"].shape[-1]
+        return {
+            "heads.head.weight": weights["class_token"].new_zeros(num_classes, width),
+            "heads.head.bias": weights["class_token"].new_zeros(num_classes),
+        }
+    if backbone.name.startswith(TV_PREFIX):
+        return zero_classifier(backbone.name.removeprefix(TV_PREFIX), num_classes)
+    return {}
 
 
 @BACKBONES.register("small_cnn")
@@ -51,7 +164,7 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     model_cfg = cfg.model
     name = model_cfg.backbone.name if backbone is None else cfg.from_python.backbone
     if backbone is None:
-        backbone = BACKBONES.get(model_cfg.backbone.name)(model_cfg.backbone)
+        backbone = BACKBONES.get(model_cfg.backbone.name)(backbone_config(cfg))
     if model_cfg.linear_eval.enabled:
         if model_cfg.linear_eval.checkpoint is not None:
             load_backbone_weights(backbone, model_cfg.linear_eval.checkpoint)

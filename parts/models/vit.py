@@ -1,0 +1,173 @@
+"""Vision Transformer backbones on torchvision's ``VisionTransformer`` (random init).
+
+The backbone keeps torchvision's module layout, so its ``state_dict`` keys are those of
+``torchvision.models.vision_transformer.VisionTransformer`` minus the classifier
+(``heads.head.*``): ``hookbus export`` adds a zero classifier back and the file loads
+strictly into torchvision's class built with the same sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torchvision.models.vision_transformer import VisionTransformer
+
+CLASSIFIER_PREFIX = "heads.head."
+"""Keys of torchvision's classifier, which an exported ViT carries and the backbone lacks."""
+
+
+@dataclass(frozen=True)
+class ViTSizes:
+    """The sizes of a ViT: image side, patch side, width, depth, heads and MLP size."""
+
+    image_size: int
+    patch_size: int
+    width: int
+    depth: int
+    heads: int
+    mlp_dim: int
+
+
+VIT_PRESETS = {
+    # Digits-sized: 16x16 images in 4x4 patches (16 tokens + the class token).
+    "vit_tiny": ViTSizes(image_size=16, patch_size=4, width=64, depth=4, heads=4, mlp_dim=256),
+    "vit_s16": ViTSizes(image_size=224, patch_size=16, width=384, depth=12, heads=6, mlp_dim=1536),
+    "vit_b16": ViTSizes(image_size=224, patch_size=16, width=768, depth=12, heads=12, mlp_dim=3072),
+}
+"""The sizes of the registered ViT backbones, by backbone name."""
+
+
+class ViTBackbone(VisionTransformer):
+    """torchvision's ``VisionTransformer`` without its classifier, for any image size.
+
+    ``forward`` maps images ``[B, in_channels, H, W]`` to the class token after the final
+    LayerNorm, ``[B, width]`` (``out_dim`` = width); :meth:`tokens` gives the patch tokens
+    too. The position embedding is built for ``image_size`` and resized (bicubic) for
+    other sizes, e.g. the small views of multi-crop; sides that are not a multiple of the
+    patch size lose their last partial patch. ``in_channels`` other than 3 replaces the
+    patch-embedding convolution ``conv_proj``. Loading a state dict drops torchvision's
+    classifier (``heads.head.*``), so an exported file loads back, and takes the grid of
+    a saved position embedding made for another image size.
+    """
+
+    def __init__(self, sizes: ViTSizes, *, in_channels: int = 3) -> None:
+        if sizes.image_size % sizes.patch_size:
+            raise ValueError(
+                f"the image size {sizes.image_size} is not a multiple of the patch size "
+                f"{sizes.patch_size}"
+            )
+        if sizes.width % sizes.heads:
+            raise ValueError(f"{sizes.heads} heads do not divide the width {sizes.width}")
+        super().__init__(
+            image_size=sizes.image_size,
+            patch_size=sizes.patch_size,
+            num_layers=sizes.depth,
+            num_heads=sizes.heads,
+            hidden_dim=sizes.width,
+            mlp_dim=sizes.mlp_dim,
+        )
+        self.sizes = sizes
+        self.out_dim = sizes.width
+        if in_channels != 3:
+            conv = nn.Conv2d(
+                in_channels, sizes.width, kernel_size=sizes.patch_size, stride=sizes.patch_size
+            )
+            # torchvision's init of the patch embedding: truncated normal over the fan-in.
+            fan_in = in_channels * sizes.patch_size**2
+            nn.init.trunc_normal_(conv.weight, std=math.sqrt(1 / fan_in))
+            nn.init.zeros_(conv.bias)
+            self.conv_proj = conv
+        self.heads = nn.Identity()
+
+    def position_embedding(self, grid_h: int, grid_w: int) -> Tensor:
+        """The position embedding ``[1, 1 + grid_h * grid_w, width]`` for a patch grid."""
+        stored = self.encoder.pos_embedding
+        side = self.image_size // self.patch_size
+        if (grid_h, grid_w) == (side, side):
+            return stored
+        cls, grid = stored[:, :1], stored[:, 1:]
+        grid = grid.reshape(1, side, side, -1).permute(0, 3, 1, 2)
+        grid = F.interpolate(grid, size=(grid_h, grid_w), mode="bicubic", align_corners=False)
+        return torch.cat([cls, grid.flatten(2).transpose(1, 2)], dim=1)
+
+    def tokens(self, images: Tensor) -> tuple[Tensor, Tensor]:
+        """The class token ``[B, width]`` and the patch tokens ``[B, N, width]`` of
+        ``images`` after the final LayerNorm (``N`` patches, row by row)."""
+        x = self.conv_proj(images)
+        batch, _, grid_h, grid_w = x.shape
+        x = x.flatten(2).transpose(1, 2)
+        x = torch.cat([self.class_token.expand(batch, -1, -1), x], dim=1)
+        x = x + self.position_embedding(grid_h, grid_w)
+        x = self.encoder.ln(self.encoder.layers(self.encoder.dropout(x)))
+        return x[:, 0], x[:, 1:]
+
+    def forward(self, images: Tensor) -> Tensor:
+        """The class token after the final LayerNorm, ``[B, width]``."""
+        return self.tokens(images)[0]
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        saved = state_dict.get(prefix + "encoder.pos_embedding")
+        if isinstance(saved, Tensor) and saved.dim() == 3:
+            self._adopt_position_grid(saved)
+        # An exported file carries a zero classifier for torchvision; the backbone has none.
+        for key in [key for key in state_dict if key.startswith(prefix + CLASSIFIER_PREFIX)]:
+            del state_dict[key]
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _adopt_position_grid(self, saved: Tensor) -> None:
+        # Weights trained at another image size (a backbone built from a BackboneConfig
+        # without image_size, say) bring their own grid: take its size before loading.
+        own = self.encoder.pos_embedding
+        side = math.isqrt(saved.shape[1] - 1)
+        if saved.shape == own.shape or saved.shape != (1, side * side + 1, own.shape[2]):
+            return
+        self.encoder.pos_embedding = nn.Parameter(torch.empty_like(saved, device=own.device))
+        self.image_size = side * self.patch_size
+        self.sizes = replace(self.sizes, image_size=self.image_size)
+
+
+def vit_sizes(
+    name: str,
+    *,
+    image_size: int | None = None,
+    patch_size: int | None = None,
+    width: int | None = None,
+    depth: int | None = None,
+    heads: int | None = None,
+    mlp_dim: int | None = None,
+) -> ViTSizes:
+    """The sizes of the preset ``name`` with those given (not None) replacing its own."""
+    if name not in VIT_PRESETS:
+        raise ValueError(f"unknown ViT {name!r}; known: {', '.join(sorted(VIT_PRESETS))}")
+    given = {
+        "image_size": image_size,
+        "patch_size": patch_size,
+        "width": width,
+        "depth": depth,
+        "heads": heads,
+        "mlp_dim": mlp_dim,
+    }
+    return replace(VIT_PRESETS[name], **{k: v for k, v in given.items() if v is not None})
+
+
+def torchvision_vit(sizes: ViTSizes, *, in_channels: int = 3, num_classes: int = 1000) -> nn.Module:
+    """torchvision's ``VisionTransformer`` with ``sizes`` (and a ``conv_proj`` for
+    ``in_channels``): the module an exported ViT backbone loads into strictly."""
+    net = VisionTransformer(
+        image_size=sizes.image_size,
+        patch_size=sizes.patch_size,
+        num_layers=sizes.depth,
+        num_heads=sizes.heads,
+        hidden_dim=sizes.width,
+        mlp_dim=sizes.mlp_dim,
+        num_classes=num_classes,
+    )
+    if in_channels != 3:
+        net.conv_proj = nn.Conv2d(
+            in_channels, sizes.width, kernel_size=sizes.patch_size, stride=sizes.patch_size
+        )
+    return net

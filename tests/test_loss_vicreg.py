@@ -1,0 +1,200 @@
+"""The VICReg loss against the paper's equations, written out element by element.
+
+    ``loss = lambda * s(Z, Z') + mu * (v(Z) + v(Z')) + nu * (c(Z) + c(Z'))``
+
+Also run as a ``torchrun`` script by the distributed test below: each rank computes the
+loss on its shard of a fixed global batch and saves the loss and its gradients.
+"""
+
+from __future__ import annotations
+
+import sys
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+import torch
+
+from hookbus import SSLTrainer, load_config
+from hookbus.engine.config_io import validate_config
+from hookbus.parts.losses import VicregLoss, build_loss
+from tests.loss_reference import assert_same_value_and_gradients, tensors
+from tests.tiny_data import TINY
+
+ROOT = Path(__file__).resolve().parents[1]
+GLOBAL_BATCH, DIM = 8, 5
+
+
+def invariance(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """s(Z, Z') = 1/(n d) sum_i sum_j (z_ij - z'_ij)^2."""
+    rows, dims = first.shape
+    terms = [(first[i, j] - second[i, j]) ** 2 for i in range(rows) for j in range(dims)]
+    return sum(terms) / (rows * dims)
+
+
+def column_mean(view: torch.Tensor, j: int) -> torch.Tensor:
+    return sum(view[i, j] for i in range(len(view))) / len(view)
+
+
+def variance(view: torch.Tensor, gamma: float = 1.0, eps: float = 1e-4) -> torch.Tensor:
+    """v(Z) = 1/d sum_j max(0, gamma - sqrt(Var(z_j) + eps)), Var unbiased."""
+    rows, dims = view.shape
+    total = view.new_zeros(())
+    for j in range(dims):
+        mean = column_mean(view, j)
+        var = sum((view[i, j] - mean) ** 2 for i in range(rows)) / (rows - 1)
+        total = total + torch.clamp(gamma - torch.sqrt(var + eps), min=0)
+    return total / dims
+
+
+def covariance(view: torch.Tensor) -> torch.Tensor:
+    """c(Z) = 1/d sum_{j != k} C(Z)_jk^2, C(Z) = 1/(n-1) sum_i (z_i - mean)(z_i - mean)^T."""
+    rows, dims = view.shape
+    means = [column_mean(view, j) for j in range(dims)]
+    total = view.new_zeros(())
+    for j in range(dims):
+        for k in range(dims):
+            if j != k:
+                entry = sum(
+                    (view[i, j] - means[j]) * (view[i, k] - means[k]) for i in range(rows)
+                ) / (rows - 1)
+                total = total + entry**2
+    return total / dims
+
+
+def reference(first, second, sim=25.0, std=25.0, cov=1.0) -> torch.Tensor:
+    return (
+        sim * invariance(first, second)
+        + std * (variance(first) + variance(second))
+        + cov * (covariance(first) + covariance(second))
+    )
+
+
+@pytest.mark.parametrize("coefficients", [(25.0, 25.0, 1.0), (1.0, 3.0, 0.5)])
+def test_two_views_match_the_paper(coefficients: tuple[float, float, float]) -> None:
+    # Scaled down so that some dimensions have std < 1 (hinge active) and some not.
+    first, second = tensors(2, rows=7, cols=4)
+    leaves = [(first * 0.6).detach().requires_grad_(), (second * 1.3).detach().requires_grad_()]
+    ours = VicregLoss(*coefficients)({"embeddings": leaves}, {})
+    expected = reference(*leaves, *coefficients)
+    assert_same_value_and_gradients(ours, expected, leaves)
+
+
+def test_the_hinge_is_active_on_some_dimensions_and_not_others() -> None:
+    view = torch.tensor([[0.1, 3.0], [-0.1, -3.0], [0.0, 1.0]], dtype=torch.float64)
+    # Column 0: std 0.1 (hinge 0.9); column 1: std > 1 (hinge 0).
+    assert float(variance(view)) == pytest.approx((1 - (0.01 + 1e-4) ** 0.5) / 2)
+    loss = VicregLoss(0.0, 1.0, 0.0)({"embeddings": [view, view]}, {})
+    assert float(loss) == pytest.approx(2 * float(variance(view)))
+
+
+def test_three_views_average_the_pairs() -> None:
+    views = tensors(3, rows=5, cols=3)
+    ours = VicregLoss()({"embeddings": views}, {})
+    pairs = list(combinations(range(3), 2))
+    expected = sum(reference(views[a], views[b]) for a, b in pairs) / len(pairs)
+    assert_same_value_and_gradients(ours, expected, views)
+
+
+def test_gradcheck_in_float64() -> None:
+    first, second = tensors(2, rows=6, cols=3, seed=3)
+    loss = VicregLoss(2.0, 3.0, 0.7)
+    assert torch.autograd.gradcheck(
+        lambda a, b: loss({"embeddings": [a, b]}, {}), (first * 0.5, second * 0.5)
+    )
+
+
+def test_identical_whitened_views_give_zero() -> None:
+    # Zero-mean columns with unbiased variance 4/3 (std > 1) and zero covariance.
+    view = torch.tensor([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    loss = VicregLoss()({"embeddings": [view, view]}, {})
+    assert float(loss) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_one_view_is_an_error() -> None:
+    with pytest.raises(ValueError, match="at least 2 views"):
+        VicregLoss()({"embeddings": tensors(1)}, {})
+
+
+def test_built_from_the_section() -> None:
+    cfg = validate_config({"loss": {"name": "vicreg", "vicreg": {"sim_coeff": 10.0}}})
+    loss = build_loss(cfg)
+    assert isinstance(loss, VicregLoss)
+    assert (loss.sim_coeff, loss.std_coeff, loss.cov_coeff) == (10.0, 25.0, 1.0)
+
+
+def test_negative_coefficients_are_rejected() -> None:
+    with pytest.raises(ValueError, match="cov_coeff"):
+        validate_config({"loss": {"name": "vicreg", "vicreg": {"cov_coeff": -1}}})
+
+
+def global_views() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randn(GLOBAL_BATCH, DIM, generator=generator) * 0.7 for _ in range(2)]
+
+
+def rank_main(out: Path) -> None:
+    """One rank under torchrun: the loss of its shard and the gradients of the shard."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    shard = GLOBAL_BATCH // world
+    views = [v[rank * shard : (rank + 1) * shard].clone().requires_grad_() for v in global_views()]
+    loss = VicregLoss()({"embeddings": views}, {})
+    loss.backward()
+    torch.save({"loss": loss.detach(), "grads": [v.grad for v in views]}, out / f"rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
+    from tests.torchrun import torchrun
+
+    torchrun(str(ROOT / "tests" / "test_loss_vicreg.py"), str(tmp_path), timeout=180)
+    views = [view.clone().requires_grad_() for view in global_views()]
+    loss = VicregLoss()({"embeddings": views}, {})
+    loss.backward()
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    # Variance and covariance see the gathered batch on both ranks; the invariance of the
+    # global batch is the mean of the shards'. DDP averages the ranks' gradients.
+    assert torch.allclose((ranks[0]["loss"] + ranks[1]["loss"]) / 2, loss.detach(), atol=1e-5)
+    # Without the gather, a shard's variance and covariance differ from the global ones.
+    alone = VicregLoss()({"embeddings": [v[: GLOBAL_BATCH // 2] for v in global_views()]}, {})
+    assert not torch.allclose(alone, ranks[0]["loss"], atol=1e-3)
+    shard = GLOBAL_BATCH // 2
+    for view, expected in enumerate(views):
+        for rank, saved in enumerate(ranks):
+            torch.testing.assert_close(
+                saved["grads"][view] / 2,
+                expected.grad[rank * shard : (rank + 1) * shard],
+                atol=1e-5,
+                rtol=1e-5,
+            )
+
+
+def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
+    cfg = load_config(
+        ROOT / "configs" / "vicreg_digits.yaml",
+        [
+            f"data.name={TINY}",
+            "data.image_size=8",
+            "data.batch_size=8",
+            "data.test_batch_size=8",
+            "model.backbone.width=4",
+            "model.head.dims=[16, 32, 32, 32]",
+            "meters.knn.k=3",
+            "optimizer.num_epochs=1",
+            "optimizer.warmup_epochs=0",
+            "hooks.evaluation_report.enabled=false",
+            "hooks.progress_bar.enabled=false",
+            f"checkpoint.dir={tmp_path / 'run'}",
+        ],
+    )
+    assert cfg.loss.name == "vicreg"
+    state = SSLTrainer(cfg).train()
+    assert state.iteration == 3
+    assert state.loss is not None and bool(state.loss.isfinite())
+
+
+if __name__ == "__main__":
+    rank_main(Path(sys.argv[1]))
