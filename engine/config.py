@@ -13,6 +13,9 @@ Size = Annotated[int, Field(ge=1, le=65_536)]
 Positive = Annotated[float, Field(gt=0)]
 """A number above zero (a standard deviation to divide by)."""
 
+Decay = Annotated[float, Field(ge=0, lt=1)]
+"""A decay rate of a running average: 0 to just below 1."""
+
 MAX_PIXELS = 4096
 """Largest image side accepted, in pixels (a 4096x4096 RGB float image is 200 MB)."""
 
@@ -203,6 +206,11 @@ class ViTConfig(Section):
     mlp_dim: int | None = Field(
         None, ge=1, le=32_768, description="hidden size of each block's MLP; None: preset's"
     )
+    freeze_patch_embedding: bool = Field(
+        False,
+        description="keep the patch embedding (conv_proj) at its random init: no gradient, "
+        "no update (MoCo v3's random patch projection, for stability)",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:
@@ -290,12 +298,75 @@ class LinearEvalConfig(Section):
     )
 
 
+class FineTuneConfig(Section):
+    """Fine-tuning: the backbone trained end to end with a linear classifier on the labels."""
+
+    enabled: bool = Field(
+        False, description="train the backbone and a linear classifier, not an SSL head"
+    )
+    num_classes: int = Field(10, ge=2, le=100_000, description="classes of the linear classifier")
+    feature_norm: bool = Field(
+        False,
+        description="normalise each feature dimension (BatchNorm without affine parameters) "
+        "before the classifier",
+    )
+    checkpoint: Path | None = Field(
+        None,
+        description="backbone weights to start from: a hookbus checkpoint or an exported "
+        "state dict; None: random init",
+    )
+    backbone_lr_scale: float = Field(
+        1.0,
+        gt=0,
+        le=100,
+        description="the backbone's learning rate as a multiple of the classifier's "
+        "(optimizer.lr, on its schedule)",
+    )
+    layer_decay: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="ViT backbones: a parameter at depth d (0: patch embedding, class token, "
+        "position embedding; i + 1: encoder layer i; L + 1: final LayerNorm, as the "
+        "classifier) learns at lr * layer_decay^(L + 1 - d); 1: off",
+    )
+
+
+class MaeDecoderConfig(Section):
+    """MAE's light decoder: transformer blocks from the encoded visible patches and mask
+    tokens to the pixels of every patch (built only when ``loss.name`` is ``mae``)."""
+
+    width: int = Field(
+        512, ge=4, le=8192, description="token width of the decoder (a multiple of 4 and of heads)"
+    )
+    depth: int = Field(8, ge=1, le=64, description="transformer blocks of the decoder")
+    heads: int = Field(16, ge=1, le=128, description="attention heads of the decoder")
+    mlp_dim: int | None = Field(
+        None, ge=1, le=32_768, description="hidden size of each block's MLP; None: 4 x width"
+    )
+
+    @model_validator(mode="after")
+    def _width_fits(self) -> MaeDecoderConfig:
+        if self.width % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
+        if self.width % 4:
+            raise ValueError(
+                f"width ({self.width}) must be a multiple of 4: the fixed 2-D sine-cosine "
+                "position embedding gives each axis a sine and a cosine half"
+            )
+        return self
+
+
 class ModelConfig(Section):
     backbone: BackboneConfig = Field(default_factory=BackboneConfig)
     head: HeadConfig = Field(default_factory=HeadConfig)
     predictor: PredictorConfig = Field(default_factory=PredictorConfig)
     prototypes: PrototypesConfig = Field(default_factory=PrototypesConfig)
     linear_eval: LinearEvalConfig = Field(default_factory=LinearEvalConfig)
+    fine_tune: FineTuneConfig = Field(default_factory=FineTuneConfig)
+    mae_decoder: MaeDecoderConfig = Field(
+        default_factory=MaeDecoderConfig, description="loss.name mae: the decoder's sizes"
+    )
     amp: AmpConfig = Field(default_factory=AmpConfig)
     channels_last: bool = Field(
         False,
@@ -329,6 +400,15 @@ class MocoConfig(MomentumSchedule):
 
 class ByolConfig(MomentumSchedule):
     """BYOL: the target network, an EMA of the online backbone and projector."""
+
+
+class MocoV3Config(MomentumSchedule):
+    """MoCo v3: the momentum encoder (an EMA of backbone and projector) gives the keys of
+    the global batch for the online predictor's queries; no queue."""
+
+    temperature: float = Field(
+        0.2, ge=1e-3, le=100, description="softmax temperature tau (the loss is scaled by 2 tau)"
+    )
 
 
 class SwavConfig(Section):
@@ -400,20 +480,48 @@ class VicregConfig(Section):
     )
 
 
+class NnclrConfig(Section):
+    """NNCLR: the nearest neighbour in a support set of earlier embeddings as the positive."""
+
+    temperature: float = Field(0.1, ge=1e-3, le=100, description="softmax temperature tau")
+    queue_size: int = Field(
+        98_304,
+        ge=1,
+        le=10**7,
+        description="embeddings in the support set (the first view's, of every rank)",
+    )
+
+
+class MaeConfig(Section):
+    """MAE: reconstruct the pixels of randomly masked patches from the visible ones."""
+
+    mask_ratio: float = Field(
+        0.75, gt=0, lt=1, description="fraction of each image's patches masked (not encoded)"
+    )
+    norm_pix_loss: bool = Field(
+        True,
+        description="regress each patch's pixels normalised by their own mean and standard "
+        "deviation, not the raw pixels",
+    )
+
+
 class LossConfig(Section):
     name: str = Field(
         "nt_xent",
         description="loss, by its registered name; it selects the method and its hooks: "
-        "nt_xent (SimCLR), moco, byol, swav, dino, barlow_twins, vicreg, simsiam, "
-        "cross_entropy (linear eval)",
+        "nt_xent (SimCLR), moco, moco_v3, byol, swav, dino, barlow_twins, vicreg, simsiam, "
+        "nnclr, mae, cross_entropy (linear eval, fine-tuning)",
     )
     temperature: float = Field(0.5, ge=1e-3, le=100, description="softmax temperature (nt_xent)")
     moco: MocoConfig = Field(default_factory=MocoConfig)
     byol: ByolConfig = Field(default_factory=ByolConfig)
+    moco_v3: MocoV3Config = Field(default_factory=MocoV3Config)
     swav: SwavConfig = Field(default_factory=SwavConfig)
     dino: DinoConfig = Field(default_factory=DinoConfig)
     barlow_twins: BarlowTwinsConfig = Field(default_factory=BarlowTwinsConfig)
     vicreg: VicregConfig = Field(default_factory=VicregConfig)
+    nnclr: NnclrConfig = Field(default_factory=NnclrConfig)
+    mae: MaeConfig = Field(default_factory=MaeConfig)
 
 
 class OptimizerConfig(Section):
@@ -428,6 +536,11 @@ class OptimizerConfig(Section):
         description="weight decay of weights and kernels (none on biases and norms)",
     )
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD and LARS momentum")
+    betas: tuple[Decay, Decay] = Field(
+        (0.9, 0.999),
+        description="AdamW: decay rates of the gradient's running mean and of its square "
+        "(MAE pre-training uses [0.9, 0.95])",
+    )
     trust_coefficient: float = Field(
         0.001, gt=0, le=10, description="LARS: the trust ratio's coefficient (eta)"
     )
@@ -445,6 +558,14 @@ class OptimizerConfig(Section):
         0.0, ge=0, le=100, description="learning rate at the end of cosine decay"
     )
     accumulate_steps: int = Field(1, ge=1, le=65_536, description="batches per optimizer step")
+
+    @model_validator(mode="after")
+    def _betas_need_adamw(self) -> OptimizerConfig:
+        if self.name != "adamw" and self.betas != (0.9, 0.999):
+            raise ValueError(
+                f"optimizer.betas is an AdamW setting; optimizer.name is {self.name!r}"
+            )
+        return self
 
 
 class KnnMeterConfig(Section):
@@ -723,18 +844,67 @@ class Config(Section):
     def _method_parts(self) -> Config:
         """The model parts each method's loss reads must be configured."""
         model, loss = self.model, self.loss.name
-        if loss in ("byol", "simsiam") and not model.predictor.dims:
+        if loss in ("byol", "simsiam", "moco_v3", "nnclr") and not model.predictor.dims:
             raise ValueError(f"loss.name {loss} needs a predictor: set model.predictor.dims")
         if loss in ("swav", "dino") and not model.prototypes.count:
             raise ValueError(f"loss.name {loss} needs prototypes: set model.prototypes.count")
-        if loss != "cross_entropy" and self.data.num_views < 2:
+        if loss == "mae":
+            self._mae_parts()
+        elif loss != "cross_entropy" and self.data.num_views < 2:
             raise ValueError(
                 f"loss.name {loss} compares views of each image: data.num_views must be at "
                 f"least 2 (got {self.data.num_views})"
             )
-        if model.linear_eval.enabled != (loss == "cross_entropy"):
+        if model.linear_eval.enabled and model.fine_tune.enabled:
+            raise ValueError(
+                "model.linear_eval.enabled and model.fine_tune.enabled are two evaluation "
+                "protocols (a frozen backbone, a trained one): enable one of them"
+            )
+        if model.fine_tune.enabled:
+            if loss != "cross_entropy":
+                raise ValueError(
+                    "model.fine_tune.enabled and loss.name cross_entropy go together: "
+                    "fine-tuning trains the backbone and a classifier with the cross-entropy loss"
+                )
+        elif model.linear_eval.enabled != (loss == "cross_entropy"):
             raise ValueError(
                 "model.linear_eval.enabled and loss.name cross_entropy go together: "
-                "linear evaluation trains a classifier with the cross-entropy loss"
+                "linear evaluation trains a classifier with the cross-entropy loss "
+                "(model.fine_tune.enabled: the backbone too)"
             )
+        self._layer_decay_needs_a_vit()
         return self
+
+    def _mae_parts(self) -> None:
+        """MAE encodes the visible patches of one view of each image with a ViT and has
+        no projection head, predictor or prototypes."""
+        data, model = self.data, self.model
+        if data.num_views != 1 or data.small_views.count:
+            raise ValueError(
+                "loss.name mae reconstructs one masked view of each image: set "
+                "data.num_views=1 and data.small_views.count=0 (got "
+                f"{data.num_views} and {data.small_views.count})"
+            )
+        name = model.backbone.name
+        if not name.startswith("vit_") and not self.from_python.backbone:
+            raise ValueError(
+                "loss.name mae masks the patches of a Vision Transformer: model.backbone.name "
+                f"must be vit_tiny, vit_s16 or vit_b16 (got {name})"
+            )
+        if model.predictor.dims or model.prototypes.count:
+            raise ValueError(
+                "loss.name mae has a decoder (model.mae_decoder), no predictor or prototypes: "
+                "set model.predictor.dims=[] and model.prototypes.count=0"
+            )
+
+    def _layer_decay_needs_a_vit(self) -> None:
+        """``model.fine_tune.layer_decay`` counts the encoder layers of a ViT backbone
+        (``vit_*``, ``tv:vit_*``); a backbone given from Python is checked when built."""
+        tune, name = self.model.fine_tune, self.model.backbone.name
+        vit = name.removeprefix("tv:").startswith("vit_")
+        if tune.enabled and tune.layer_decay != 1 and not vit and not self.from_python.backbone:
+            raise ValueError(
+                f"model.fine_tune.layer_decay {tune.layer_decay} needs a ViT backbone "
+                f"(vit_*, tv:vit_*), whose encoder layers give the depths; model.backbone.name "
+                f"is {name}: set model.fine_tune.layer_decay=1"
+            )

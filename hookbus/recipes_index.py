@@ -103,6 +103,8 @@ def summarize(name: str, text: str) -> RecipeSummary:
     method = str(loss.get("name", defaults.loss.name))
     if _section(model, "linear_eval").get("enabled", defaults.model.linear_eval.enabled):
         method += " (linear eval)"
+    if _section(model, "fine_tune").get("enabled", defaults.model.fine_tune.enabled):
+        method += " (fine-tune)"
     backbone_text = str(backbone.get("name", defaults.model.backbone.name))
     if "width" in backbone:
         backbone_text += f", width {backbone['width']}"

@@ -245,6 +245,13 @@ class SSLTrainer:
                 "schedule (optimizer.warmup_epochs, cosine) steps aside",
                 state.lr_scheduler,
             )
+            if any(group.get("lr_scale", 1.0) != 1 for group in state.optimizer.param_groups):
+                logger.warning(
+                    "learning rate: the %s sets the parameter groups' rates itself, without "
+                    "their lr_scale multiples (model.fine_tune.backbone_lr_scale, "
+                    "layer_decay); give each group its own schedule (ParamGroupScheduler)",
+                    state.lr_scheduler,
+                )
         engine.fire_event(Events.STARTED)
         try:
             self._stop_if_asked(agreed_stops(engine).terminate)

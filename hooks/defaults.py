@@ -15,6 +15,7 @@ from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
 from hookbus.hooks.methods.key_queue import KeyQueueHook
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
+from hookbus.hooks.methods.nnclr_support import NnclrSupportHook
 from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
 from hookbus.hooks.methods.swav_queue import SwavQueueHook
 from hookbus.hooks.metrics_json import MetricsJsonHook
@@ -87,6 +88,7 @@ def method_hooks(cfg: Config) -> list[Hook]:
     ==================  ============================================================
     ``nt_xent``         none (SimCLR is its loss)
     ``moco``            momentum_teacher (key encoder), key_queue
+    ``moco_v3``         momentum_teacher (momentum encoder: backbone and projector)
     ``byol``            momentum_teacher (target network)
     ``swav``            prototype_normalization, freeze_prototypes; swav_queue when
                         ``loss.swav.queue_size`` > 0
@@ -95,12 +97,14 @@ def method_hooks(cfg: Config) -> list[Hook]:
     ``barlow_twins``    none
     ``vicreg``          none
     ``simsiam``         none (no momentum encoder)
+    ``nnclr``           nnclr_support (the support set of nearest neighbours)
+    ``mae``             none (the masks come from torch's generator, checkpointed)
     ==================  ============================================================
     """
     name = cfg.loss.name
     if name == "moco":
         return [MomentumTeacherHook.from_config(cfg), KeyQueueHook.from_config(cfg)]
-    if name == "byol":
+    if name in ("byol", "moco_v3"):
         return [MomentumTeacherHook.from_config(cfg)]
     if name == "swav":
         hooks: list[Hook] = [
@@ -110,6 +114,8 @@ def method_hooks(cfg: Config) -> list[Hook]:
         if cfg.loss.swav.queue_size:
             hooks.append(SwavQueueHook.from_config(cfg))
         return hooks
+    if name == "nnclr":
+        return [NnclrSupportHook.from_config(cfg)]
     if name == "dino":
         return [
             MomentumTeacherHook.from_config(cfg),

@@ -154,7 +154,7 @@ class IndexedDataset(Dataset):
     @property
     def labels(self) -> Tensor | None:
         """The data set's ``labels`` or ``targets`` attribute when it has one (used to
-        check ``model.linear_eval.num_classes``)."""
+        check ``model.linear_eval.num_classes`` and ``model.fine_tune.num_classes``)."""
         for attribute in ("labels", "targets"):
             labels = getattr(self.dataset, attribute, None)
             if labels is not None:

@@ -67,8 +67,8 @@ def check_model_accepts_data(
 
 def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> None:
     """Raise a ConfigError when the train loader has no batch (``data.batch_size`` over
-    the train images of a process, with ``data.drop_last``) or the linear classifier has
-    fewer classes than the data's labels."""
+    the train images of a process, with ``data.drop_last``) or the classifier of linear
+    evaluation or fine-tuning has fewer classes than the data's labels."""
     train = loaders["train"]
     data = cfg.from_python.train_data or cfg.data.name
     if len(train) == 0:
@@ -78,15 +78,16 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
             f"of a process ({data}), and data.drop_last drops the partial batch: "
             "no step would run; lower data.batch_size"
         )
-    classifier = cfg.model.linear_eval
     labels = getattr(train.dataset, "labels", None)
-    if classifier.enabled and labels is not None and len(labels):
-        classes = int(max(labels)) + 1
-        if classes > classifier.num_classes:
-            raise ConfigError(
-                f"model.linear_eval.num_classes is {classifier.num_classes}, but the "
-                f"{data} labels go up to {classes - 1}: set it to at least {classes}"
-            )
+    for section in ("linear_eval", "fine_tune"):
+        classifier = getattr(cfg.model, section)
+        if classifier.enabled and labels is not None and len(labels):
+            classes = int(max(labels)) + 1
+            if classes > classifier.num_classes:
+                raise ConfigError(
+                    f"model.{section}.num_classes is {classifier.num_classes}, but the "
+                    f"{data} labels go up to {classes - 1}: set it to at least {classes}"
+                )
 
 
 def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) -> None:

@@ -4,8 +4,8 @@
 
 Every rank builds the same global batches of per-view outputs from a fixed seed, keeps
 its shard of each, runs ``STEPS`` train steps' ``on_loss_and_meter`` of the MoCo key
-queue, the SwAV queue and the DINO centering hooks on a fake engine, and saves the
-hooks' state dicts to OUT/rank<R>.pt.
+queue, the SwAV queue, the NNCLR support set and the DINO centering hooks on a fake
+engine, and saves the hooks' state dicts to OUT/rank<R>.pt.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch.distributed as dist
 from hookbus import FakeEngine, SSLEvents
 from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 from hookbus.hooks.methods.key_queue import KeyQueueHook
+from hookbus.hooks.methods.nnclr_support import NnclrSupportHook
 from hookbus.hooks.methods.swav_queue import SwavQueueHook
 
 GLOBAL_BATCH, DIM, VIEWS, STEPS = 4, 3, 2, 3
@@ -33,10 +34,11 @@ def global_views(step: int) -> list[torch.Tensor]:
 
 
 def hook_states(rank: int, world: int) -> dict[str, dict]:
-    """The three hooks' state after ``STEPS`` steps on this rank's shards."""
+    """The hooks' state after ``STEPS`` steps on this rank's shards."""
     hooks = {
         "key_queue": KeyQueueHook(QUEUE),
         "swav_queue": SwavQueueHook(QUEUE),
+        "nnclr_support": NnclrSupportHook(QUEUE),
         "dino_centering": DinoCenteringHook(center_momentum=0.5),
     }
     engine = FakeEngine(train=True, train_phase_idx=0)

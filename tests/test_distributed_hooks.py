@@ -1,8 +1,9 @@
 """Method hooks with state on 2 gloo processes equal one process on the whole batch.
 
-The MoCo key queue and the SwAV queue gather every rank's embeddings, the DINO center
-averages the teacher scores of every rank: with the batch split over two ranks, each
-rank must end with the state of one process that saw the whole batch.
+The MoCo key queue, the SwAV queue and the NNCLR support set gather every rank's
+embeddings, the DINO center averages the teacher scores of every rank: with the batch
+split over two ranks, each rank must end with the state of one process that saw the
+whole batch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def test_queues_and_center_on_two_ranks_equal_one_process(tmp_path: Path) -> Non
     expected = hook_states(rank=0, world=1)
     assert expected["key_queue"]["filled"] == QUEUE
     assert expected["swav_queue"]["filled"] == QUEUE
+    # 3 steps of the first view's 4 rows into 10: full, the write position wrapped.
+    assert (expected["nnclr_support"]["filled"], expected["nnclr_support"]["position"]) == (10, 2)
     assert expected["dino_centering"]["center"].abs().sum() > 0
     for rank in range(2):
         got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)

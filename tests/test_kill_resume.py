@@ -24,6 +24,23 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tmp_path: Path) -> N
 METHODS = {
     # a key encoder and a queue of keys, both in every checkpoint
     "moco": {"loss": {"name": "moco", "moco": {"queue_size": 32}}},
+    # a support set of nearest neighbours, in every checkpoint
+    "nnclr": {
+        "loss": {"name": "nnclr", "nnclr": {"queue_size": 32}},
+        "model": {"predictor": {"dims": [8, 16, 8]}},
+    },
+    # one view, patches masked from torch's generator, whose state is in every checkpoint
+    "mae": {
+        "loss": {"name": "mae"},
+        "model": {
+            "backbone": {
+                "name": "vit_tiny",
+                "vit": {"patch_size": 2, "width": 8, "depth": 1, "heads": 2, "mlp_dim": 16},
+            },
+            "mae_decoder": {"width": 8, "depth": 1, "heads": 2},
+        },
+        "data": {"num_views": 1},
+    },
     # a teacher, a center and multi-crop views
     "dino": {
         "loss": {"name": "dino"},

@@ -41,6 +41,27 @@ def test_adamw_with_the_configured_rate() -> None:
     assert [group["lr"] for group in opt.param_groups] == [0.01, 0.01]
 
 
+def test_adamw_betas_from_the_config() -> None:
+    assert [g["betas"] for g in optimizer(name="adamw").param_groups] == [(0.9, 0.999)] * 2
+    opt = optimizer(name="adamw", betas=[0.9, 0.95])
+    assert [group["betas"] for group in opt.param_groups] == [(0.9, 0.95)] * 2
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"name": "sgd", "betas": [0.9, 0.95]}, "optimizer.betas is an AdamW setting"),
+        ({"name": "lars", "betas": [0.8, 0.999]}, "optimizer.betas is an AdamW setting"),
+        ({"betas": [0.9, 1.0]}, "less than 1"),
+        ({"betas": [-0.1, 0.9]}, "greater than or equal to 0"),
+        ({"betas": [0.9]}, "optimizer.betas.1\n  Field required"),
+    ],
+)
+def test_bad_betas_are_refused(section: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Config.model_validate({"optimizer": section})
+
+
 def test_sgd_with_momentum() -> None:
     opt = optimizer(name="sgd", lr=0.1, momentum=0.8)
     assert isinstance(opt, torch.optim.SGD)

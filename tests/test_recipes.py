@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from ignite.engine import Engine
 from PIL import Image
 
@@ -15,12 +16,14 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 METHOD_HOOKS = {
     "simclr": set(),
     "moco": {"momentum_teacher", "key_queue"},
+    "moco_v3": {"momentum_teacher"},
     "byol": {"momentum_teacher"},
     "swav": {"prototype_normalization", "freeze_prototypes"},
     "dino": {"momentum_teacher", "dino_centering", "freeze_prototypes"},
     "barlow_twins": set(),
     "vicreg": set(),
     "simsiam": set(),
+    "nnclr": {"nnclr_support"},
 }
 RESNET50_FEATURES = 2048
 
@@ -124,3 +127,46 @@ def test_image_folder_recipe_as_shipped_trains_a_step_on_a_small_folder(
     state = SSLTrainer(cfg, hooks=hooks).train()
     assert state.iteration == 1
     assert state.loss is not None and bool(state.loss.isfinite())
+
+
+def test_the_mae_digits_recipe_builds_a_masked_autoencoder_on_vit_tiny() -> None:
+    from hookbus.parts.models import MaskedAutoencoder
+
+    cfg = load_config(CONFIGS / "mae_digits_vit_tiny.yaml")
+    assert (cfg.loss.name, cfg.data.num_views, cfg.model.backbone.name) == ("mae", 1, "vit_tiny")
+    assert cfg.meters.knn.enabled and cfg.hooks.evaluation_report.enabled
+    model = build_model(cfg)
+    assert isinstance(model, MaskedAutoencoder)
+    assert model.encode(torch.zeros(2, 1, 16, 16)).shape == (2, 64)
+
+
+def test_the_mae_vit_b16_recipe_trains_a_step_on_generated_224_px_images(tmp_path: Path) -> None:
+    cfg = load_config(
+        CONFIGS / "mae_imagefolder_vit_b16.yaml",
+        [
+            f"data.folder.train_dir={small_folder(tmp_path, per_class=1)}",
+            "data.folder.test_dir=null",
+            "data.batch_size=2",
+            "data.num_workers=0",
+            "data.pin_memory=false",
+            "model.amp.enabled=false",  # bf16 on CPU is slow; tests/test_loss_mae.py runs it
+            "optimizer.num_epochs=1",
+            "trainer.test_model=false",
+            f"checkpoint.dir={tmp_path / 'run'}",
+        ],
+    )
+    # The paper's settings, as shipped: the backbone, decoder and view are not shrunk.
+    assert (cfg.model.backbone.name, cfg.data.image_size) == ("vit_b16", 224)
+    decoder = cfg.model.mae_decoder
+    assert (decoder.width, decoder.depth, decoder.heads) == (512, 8, 16)
+    assert (cfg.loss.mae.mask_ratio, cfg.loss.mae.norm_pix_loss) == (0.75, True)
+    assert cfg.optimizer.lr == pytest.approx(1.5e-4 * 4096 / 256)
+    assert (cfg.optimizer.weight_decay, cfg.optimizer.warmup_epochs) == (0.05, 40)
+    assert load_config(CONFIGS / "mae_imagefolder_vit_b16.yaml").optimizer.num_epochs == 800
+    assert cfg.data.torchvision.crop_scale == (0.2, 1.0)
+    recorder = ViewSizes()
+    state = SSLTrainer(cfg, hooks=[recorder]).train()
+    assert state.iteration == 1
+    assert recorder.sizes == [[224]]
+    assert state.last_output["mask"].sum(dim=1).tolist() == [147.0, 147.0]  # 196 - 49
+    assert bool(state.loss.isfinite())

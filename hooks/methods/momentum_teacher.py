@@ -1,5 +1,5 @@
-"""MomentumTeacherHook: an EMA copy of the model (MoCo's key encoder, BYOL's target,
-DINO's teacher) and its forward pass."""
+"""MomentumTeacherHook: an EMA copy of the model (MoCo's key encoder, MoCo v3's momentum
+encoder, BYOL's target, DINO's teacher) and its forward pass."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ class MomentumTeacherHook(Hook):
 
     @classmethod
     def from_config(cls, cfg: Config) -> MomentumTeacherHook:
-        """The teacher of ``loss.name`` moco, byol or dino, from that loss's section
+        """The teacher of ``loss.name`` moco, moco_v3, byol or dino, from that loss's section
         (shuffle-BN from ``loss.moco.shuffle_bn``, seeded by ``trainer.seed``)."""
         name = cfg.loss.name
         section = getattr(cfg.loss, name)

@@ -7,7 +7,10 @@ from hookbus.parts.losses.build import LOSSES, build_loss, build_nt_xent
 from hookbus.parts.losses.byol import ByolLoss
 from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss, teacher_targets
+from hookbus.parts.losses.mae import MaeLoss
 from hookbus.parts.losses.moco import MocoLoss
+from hookbus.parts.losses.moco_v3 import MocoV3Loss
+from hookbus.parts.losses.nnclr import NnclrLoss
 from hookbus.parts.losses.nt_xent import NTXentLoss
 from hookbus.parts.losses.simsiam import SimsiamLoss
 from hookbus.parts.losses.sinkhorn import sinkhorn
@@ -20,8 +23,11 @@ __all__ = [
     "ByolLoss",
     "ClassificationLoss",
     "DinoLoss",
+    "MaeLoss",
     "MocoLoss",
+    "MocoV3Loss",
     "NTXentLoss",
+    "NnclrLoss",
     "SimsiamLoss",
     "SwavLoss",
     "VicregLoss",

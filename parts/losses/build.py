@@ -12,7 +12,10 @@ from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
 from hookbus.parts.losses.byol import ByolLoss
 from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss
+from hookbus.parts.losses.mae import MaeLoss
 from hookbus.parts.losses.moco import MocoLoss
+from hookbus.parts.losses.moco_v3 import MocoV3Loss
+from hookbus.parts.losses.nnclr import NnclrLoss
 from hookbus.parts.losses.nt_xent import NTXentLoss
 from hookbus.parts.losses.simsiam import SimsiamLoss
 from hookbus.parts.losses.swav import SwavLoss
@@ -33,6 +36,12 @@ def build_nt_xent(cfg: LossConfig) -> NTXentLoss:
 def build_moco(cfg: LossConfig) -> MocoLoss:
     """:class:`MocoLoss` at ``loss.moco.temperature``."""
     return MocoLoss(cfg.moco.temperature)
+
+
+@LOSSES.register("moco_v3")
+def build_moco_v3(cfg: LossConfig) -> MocoV3Loss:
+    """:class:`MocoV3Loss` at ``loss.moco_v3.temperature``."""
+    return MocoV3Loss(cfg.moco_v3.temperature)
 
 
 @LOSSES.register("byol")
@@ -71,6 +80,18 @@ def build_vicreg(cfg: LossConfig) -> VicregLoss:
 def build_simsiam(cfg: LossConfig) -> SimsiamLoss:
     """:class:`SimsiamLoss` (no settings)."""
     return SimsiamLoss()
+
+
+@LOSSES.register("nnclr")
+def build_nnclr(cfg: LossConfig) -> NnclrLoss:
+    """:class:`NnclrLoss` at ``loss.nnclr.temperature``."""
+    return NnclrLoss(cfg.nnclr.temperature)
+
+
+@LOSSES.register("mae")
+def build_mae(cfg: LossConfig) -> MaeLoss:
+    """:class:`MaeLoss` with ``loss.mae.norm_pix_loss`` (the mask ratio is the model's)."""
+    return MaeLoss(cfg.mae.norm_pix_loss)
 
 
 @LOSSES.register("cross_entropy")

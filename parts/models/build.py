@@ -10,8 +10,10 @@ from torch import Tensor, nn
 
 from hookbus.engine.config import BackboneConfig, Config
 from hookbus.engine.registry import Registry, UnknownNameError
+from hookbus.parts.models.fine_tune import FineTuneModel
 from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.linear_eval import LinearEvalModel
+from hookbus.parts.models.mae import build_masked_autoencoder
 from hookbus.parts.models.pretrained import load_backbone_weights
 from hookbus.parts.models.resnet import build_resnet
 from hookbus.parts.models.small_cnn import SmallCNN
@@ -84,7 +86,11 @@ def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
         mlp_dim=vit.mlp_dim,
     )
     try:
-        return ViTBackbone(sizes, in_channels=cfg.in_channels)
+        return ViTBackbone(
+            sizes,
+            in_channels=cfg.in_channels,
+            freeze_patch_embedding=vit.freeze_patch_embedding,
+        )
     except ValueError as exc:
         raise ValueError(f"{name}: {exc} (model.backbone.vit, data.image_size)") from None
 
@@ -151,15 +157,18 @@ def build_resnet50(cfg: BackboneConfig) -> nn.Module:
 
 
 def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
-    """The model of ``cfg``: an :class:`SSLModel`, or a :class:`LinearEvalModel` when
-    ``model.linear_eval.enabled``.
+    """The model of ``cfg``: an :class:`SSLModel`, a :class:`LinearEvalModel` when
+    ``model.linear_eval.enabled``, or a :class:`FineTuneModel` when
+    ``model.fine_tune.enabled``, or a :class:`MaskedAutoencoder` (ViT backbone and
+    ``model.mae_decoder``) when ``loss.name`` is ``mae``.
 
     The SSL model is the backbone named by ``model.backbone.name``, an :class:`MLPHead`
     (``model.head``), and when configured a predictor MLP (``model.predictor``) and
     :class:`Prototypes` (``model.prototypes``). The linear-evaluation model loads its
-    backbone from ``model.linear_eval.checkpoint`` when set. Raises ``ValueError`` when
-    the sizes of consecutive parts do not match. A ``backbone`` given (with its
-    ``out_dim``) replaces the one named.
+    backbone from ``model.linear_eval.checkpoint`` when set, the fine-tuning model from
+    ``model.fine_tune.checkpoint``. Raises ``ValueError`` when the sizes of consecutive
+    parts do not match, or layer decay is asked of a backbone that is no ViT. A
+    ``backbone`` given (with its ``out_dim``) replaces the one named.
     """
     model_cfg = cfg.model
     name = model_cfg.backbone.name if backbone is None else cfg.from_python.backbone
@@ -173,6 +182,23 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
             model_cfg.linear_eval.num_classes,
             feature_norm=model_cfg.linear_eval.feature_norm,
         )
+    if model_cfg.fine_tune.enabled:
+        tune = model_cfg.fine_tune
+        if tune.checkpoint is not None:
+            load_backbone_weights(backbone, tune.checkpoint)
+        try:
+            return FineTuneModel(
+                backbone,
+                tune.num_classes,
+                feature_norm=tune.feature_norm,
+                backbone_lr_scale=tune.backbone_lr_scale,
+                layer_decay=tune.layer_decay,
+            )
+        except ValueError as exc:
+            raise ValueError(f"model.fine_tune ({name}): {exc}") from None
+    if cfg.loss.name == "mae":
+        # MAE has a decoder instead of a head: model.head is not used.
+        return build_masked_autoencoder(cfg, backbone, name)
     head_dims = model_cfg.head.dims
     if head_dims[0] != backbone.out_dim:
         raise ValueError(

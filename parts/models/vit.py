@@ -51,10 +51,15 @@ class ViTBackbone(VisionTransformer):
     patch size lose their last partial patch. ``in_channels`` other than 3 replaces the
     patch-embedding convolution ``conv_proj``. Loading a state dict drops torchvision's
     classifier (``heads.head.*``), so an exported file loads back, and takes the grid of
-    a saved position embedding made for another image size.
+    a saved position embedding made for another image size. With
+    ``freeze_patch_embedding`` the patch embedding ``conv_proj`` keeps its random init
+    (its parameters do not require gradients, so no optimizer updates them): MoCo v3's
+    random patch projection.
     """
 
-    def __init__(self, sizes: ViTSizes, *, in_channels: int = 3) -> None:
+    def __init__(
+        self, sizes: ViTSizes, *, in_channels: int = 3, freeze_patch_embedding: bool = False
+    ) -> None:
         if sizes.image_size % sizes.patch_size:
             raise ValueError(
                 f"the image size {sizes.image_size} is not a multiple of the patch size "
@@ -82,6 +87,8 @@ class ViTBackbone(VisionTransformer):
             nn.init.zeros_(conv.bias)
             self.conv_proj = conv
         self.heads = nn.Identity()
+        if freeze_patch_embedding:
+            self.conv_proj.requires_grad_(False)
 
     def position_embedding(self, grid_h: int, grid_w: int) -> Tensor:
         """The position embedding ``[1, 1 + grid_h * grid_w, width]`` for a patch grid."""
@@ -104,6 +111,24 @@ class ViTBackbone(VisionTransformer):
         x = x + self.position_embedding(grid_h, grid_w)
         x = self.encoder.ln(self.encoder.layers(self.encoder.dropout(x)))
         return x[:, 0], x[:, 1:]
+
+    def visible_tokens(self, images: Tensor, keep: Tensor) -> Tensor:
+        """The encoder's output on the patches ``keep`` only (MAE's encoder).
+
+        ``keep`` ``[B, K]`` holds, per image, the indices (row by row) of the patches to
+        encode. The patches are embedded and given their position embedding, the others
+        dropped, the class token (with its own position embedding) prepended, and the
+        result ``[B, 1 + K, width]`` runs through torchvision's encoder layers and final
+        LayerNorm: with every index, in order, it equals :meth:`tokens`.
+        """
+        x = self.conv_proj(images)
+        batch, width, grid_h, grid_w = x.shape
+        position = self.position_embedding(grid_h, grid_w)
+        x = x.flatten(2).transpose(1, 2) + position[:, 1:]
+        x = torch.gather(x, 1, keep.unsqueeze(-1).expand(-1, -1, width))
+        cls = (self.class_token + position[:, :1]).expand(batch, -1, -1)
+        x = torch.cat([cls, x], dim=1)
+        return self.encoder.ln(self.encoder.layers(self.encoder.dropout(x)))
 
     def forward(self, images: Tensor) -> Tensor:
         """The class token after the final LayerNorm, ``[B, width]``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import torch
 from torch import nn
 
@@ -9,38 +11,68 @@ from hookbus.engine.config import Config
 from hookbus.parts.optim.lars import LARS
 
 
+@runtime_checkable
+class ScaledParameters(Protocol):
+    """A model that sets learning-rate multipliers and weight-decay exemptions of its
+    own parameters (:class:`hookbus.parts.models.fine_tune.FineTuneModel`)."""
+
+    def lr_scales(self) -> dict[str, float]:
+        """The learning-rate multiplier of each parameter, by name (1 when left out)."""
+        ...
+
+    def no_weight_decay(self) -> set[str]:
+        """Names of matrices kept out of weight decay (class tokens, position embeddings)."""
+        ...
+
+
 def parameter_groups(model: nn.Module, weight_decay: float, adapt: bool = False) -> list[dict]:
-    """Trainable parameters in two groups: matrices and kernels (``ndim > 1``) with
-    ``weight_decay``, and biases and normalisation weights (``ndim <= 1``) without.
-    With ``adapt`` (for :class:`hookbus.parts.optim.LARS`) the groups also say whether the
-    trust ratio applies: to the first group only. Empty groups are left out."""
-    trainable = [param for param in model.parameters() if param.requires_grad]
-    groups = [
-        {"params": [p for p in trainable if p.ndim > 1], "weight_decay": weight_decay},
-        {"params": [p for p in trainable if p.ndim <= 1], "weight_decay": 0.0},
-    ]
-    if adapt:
-        groups[0]["adapt"], groups[1]["adapt"] = True, False
-    return [group for group in groups if group["params"]]
+    """Trainable parameters in groups: matrices and kernels (``ndim > 1``) with
+    ``weight_decay``, biases and normalisation weights (``ndim <= 1``) without; with
+    ``adapt`` (for :class:`hookbus.parts.optim.LARS`) the groups also say whether the
+    trust ratio applies: to the decayed ones only. Empty groups are left out.
+
+    Each group has an ``lr_scale``, the multiple of the scheduled learning rate it
+    learns at (:func:`hookbus.parts.optim.set_learning_rate`): 1, unless ``model`` is
+    :class:`ScaledParameters`, whose multipliers split the groups further (one group per
+    weight decay and multiplier, decayed groups first, then by rising multiplier) and
+    whose :meth:`~ScaledParameters.no_weight_decay` matrices join the groups without it.
+    """
+    scales, exempt = {}, set()
+    if isinstance(model, ScaledParameters):
+        scales, exempt = model.lr_scales(), model.no_weight_decay()
+    groups: dict[tuple[bool, float], dict] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        decayed = param.ndim > 1 and name not in exempt
+        scale = scales.get(name, 1.0)
+        group = groups.setdefault(
+            (decayed, scale),
+            {"params": [], "weight_decay": weight_decay if decayed else 0.0, "lr_scale": scale},
+        )
+        if adapt:
+            group["adapt"] = decayed
+        group["params"].append(param)
+    return [groups[key] for key in sorted(groups, key=lambda key: (not key[0], key[1]))]
 
 
 def build_optimizer(cfg: Config, model: nn.Module) -> torch.optim.Optimizer:
     """AdamW, SGD or LARS (``optimizer.name``) over ``model``'s trainable parameters.
 
-    The learning rate starts at ``optimizer.lr``; the train step sets it every
-    iteration from :func:`hookbus.parts.optim.learning_rate`.
+    The learning rate starts at ``optimizer.lr`` (times each group's ``lr_scale``, see
+    :func:`parameter_groups`); the train step sets it every iteration from
+    :func:`hookbus.parts.optim.learning_rate`.
     """
     opt = cfg.optimizer
+    groups = parameter_groups(model, opt.weight_decay, adapt=opt.name == "lars")
+    for group in groups:
+        group["lr"] = opt.lr * group["lr_scale"]
     if opt.name == "lars":
         return LARS(
-            parameter_groups(model, opt.weight_decay, adapt=True),
-            lr=opt.lr,
-            momentum=opt.momentum,
-            trust_coefficient=opt.trust_coefficient,
+            groups, lr=opt.lr, momentum=opt.momentum, trust_coefficient=opt.trust_coefficient
         )
-    groups = parameter_groups(model, opt.weight_decay)
     if opt.name == "adamw":
-        return torch.optim.AdamW(groups, lr=opt.lr)
+        return torch.optim.AdamW(groups, lr=opt.lr, betas=opt.betas)
     if opt.name == "sgd":
         return torch.optim.SGD(groups, lr=opt.lr, momentum=opt.momentum)
     raise ValueError(f"optimizer.name {opt.name!r} is not one of 'adamw', 'sgd', 'lars'")

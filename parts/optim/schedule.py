@@ -29,6 +29,8 @@ def learning_rate(cfg: OptimizerConfig, iteration: int, iterations_per_epoch: in
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set ``lr`` in every parameter group of ``optimizer``."""
+    """Set the learning rate of every parameter group of ``optimizer``: ``lr`` times the
+    group's ``lr_scale`` (1 when it has none; see
+    :func:`hookbus.parts.optim.parameter_groups`)."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)

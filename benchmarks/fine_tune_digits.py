@@ -1,0 +1,68 @@
+"""Fine-tuning on the digits: from a SimCLR checkpoint vs from random init.
+
+    .venv/bin/python benchmarks/fine_tune_digits.py
+    .venv/bin/python benchmarks/fine_tune_digits.py --checkpoint runs/x/checkpoint.torch
+
+Trains the SimCLR digits recipe (unless ``--checkpoint`` names one), then runs
+``configs/fine_tune_digits.yaml`` twice, from that checkpoint and with
+``model.fine_tune.checkpoint=null`` (the same backbone at random init), and prints the
+top-1 accuracy of the fine-tuned classifier on the held-out split at every test phase
+(every 5 epochs), its top-5 and the kNN top-1 of the fine-tuned backbone at the last
+one (from ``metrics.json``), and the wall time of each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.linear_eval_digits import ROOT, train
+
+
+def held_out_phases(run_dir: Path) -> list[tuple[int, dict]]:
+    """Each test phase in ``run_dir/metrics.json`` with the train epochs done before it."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.json").read_text().splitlines()]
+    return [
+        (sum(row["train"] for row in rows[:index]), row)
+        for index, row in enumerate(rows)
+        if not row["train"]
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, help="a pretraining checkpoint to start from")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "fine_tune_digits_bench")
+    args = parser.parse_args()
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        train("simclr_digits.yaml", args.out / "simclr")
+        checkpoint = args.out / "simclr" / "checkpoint.torch"
+    starts = {"SimCLR checkpoint": str(checkpoint.resolve()), "random init": "null"}
+    header = None
+    for name, start in starts.items():
+        run_dir = args.out / ("from_checkpoint" if start != "null" else "from_random_init")
+        began = time.perf_counter()
+        train("fine_tune_digits.yaml", run_dir, f"model.fine_tune.checkpoint={start}")
+        seconds = time.perf_counter() - began
+        phases = held_out_phases(run_dir)
+        if header is None:
+            epochs = " / ".join(str(epoch) for epoch, _ in phases)
+            header = f"| backbone at the start | top-1 after {epochs} epochs | top-5 | kNN top-1 |"
+            print(f"{header} seconds |\n|---|---|---|---|---|")
+        last = phases[-1][1]
+        top1 = " / ".join(f"{row['top1']:.4f}" for _, row in phases)
+        print(
+            f"| {name} | {top1} | {last['top5']:.4f} | {last['knn_top1']:.4f} | {seconds:.0f} |",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""NnclrSupportHook: NNCLR's support set, where each embedding finds its nearest neighbour."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from ignite.engine import Engine
+
+from hookbus.engine import distributed
+from hookbus.engine.config import Config
+from hookbus.engine.hook import Hook
+from hookbus.engine.priorities import Priority
+from hookbus.hooks.registry import register_hook
+
+
+@register_hook("nnclr_support")
+class NnclrSupportHook(Hook):
+    """A first-in first-out support set of the last ``size`` embeddings of the first view.
+
+    ======================  ===========================================================
+    event                   what it does
+    ======================  ===========================================================
+    ``on_start``            moves a support set loaded from a checkpoint to
+                            ``state.device``
+    ``on_forward``          train and test phases: writes ``neighbours`` into
+                            ``state.last_output``, per view ``[B, D]``: for each
+                            L2-normalised ``embeddings`` row, the support row of highest
+                            cosine similarity (no gradient)
+    ``on_loss_and_meter``   train phases only: adds the step's L2-normalised, detached
+                            ``embeddings`` of the first view (gathered from every rank
+                            in rank order, so the support set equals one process's on
+                            the global batch), the oldest dropping out
+    ======================  ===========================================================
+
+    The search runs over the rows added so far: before the set is full, only those;
+    before the first step, none, and each embedding is its own neighbour (the loss is
+    then InfoNCE between a view's embedding and the other view's prediction). Among
+    equally near rows the lowest index wins. State: the rows, the write position and the
+    fill count, in checkpoints under ``nnclr_support``.
+    """
+
+    priority = Priority.METHOD + 10
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        if size < 1:
+            raise ValueError(f"size must be at least 1, got {size}")
+        self.size = size
+        self.support: torch.Tensor | None = None
+        self.position = 0
+        self.filled = 0
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> NnclrSupportHook:
+        """A support set of ``loss.nnclr.queue_size`` embeddings."""
+        return cls(cfg.loss.nnclr.queue_size)
+
+    def on_start(self, engine: Engine) -> None:
+        if self.support is not None:
+            self.support = self.support.to(engine.state.device)
+
+    def on_forward(self, engine: Engine) -> None:
+        output = engine.state.last_output
+        if "embeddings" in output:
+            output["neighbours"] = [self.nearest(view) for view in output["embeddings"]]
+
+    def on_loss_and_meter(self, engine: Engine) -> None:
+        state = engine.state
+        if state.train:
+            first = state.last_output["embeddings"][0]
+            self.enqueue(distributed.all_gather_cat(F.normalize(first.detach().float(), dim=1)))
+
+    @torch.no_grad()
+    def nearest(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """The nearest support row ``[B, D]`` (cosine similarity) of each row of
+        ``embeddings``; each L2-normalised row itself while the support set is empty."""
+        queries = F.normalize(embeddings.detach().float(), dim=1)
+        if self.support is None:
+            return queries
+        support = self.support[: self.filled]
+        return support[(queries @ support.T).argmax(dim=1)]
+
+    def enqueue(self, embeddings: torch.Tensor) -> None:
+        """Add ``embeddings`` ``[n, D]``; beyond ``size`` rows, the oldest are overwritten."""
+        embeddings = embeddings[-self.size :]
+        if self.support is None:
+            self.support = embeddings.new_zeros(self.size, embeddings.shape[1])
+        slots = (self.position + torch.arange(len(embeddings), device=embeddings.device)) % (
+            self.size
+        )
+        self.support = self.support.index_copy(0, slots, embeddings.to(self.support.dtype))
+        self.position = (self.position + len(embeddings)) % self.size
+        self.filled = min(self.size, self.filled + len(embeddings))
+
+    def state_dict(self) -> dict[str, Any]:
+        """``support`` (``[size, D]``; an empty tensor before the first step),
+        ``position`` (the next row written) and ``filled`` (rows in use)."""
+        support = torch.empty(0) if self.support is None else self.support
+        return {"support": support, "position": self.position, "filled": self.filled}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.support = state["support"] if state["filled"] else None
+        self.position = state["position"]
+        self.filled = state["filled"]
