@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torchvision.models.vision_transformer import VisionTransformer
 
-from hookbus import SSLTrainer, load_config
+from hookbus import SSLTrainer
 from hookbus.cli import main
 from hookbus.engine.config import BackboneConfig, Config
 from hookbus.engine.config_io import validate_config
@@ -35,7 +35,7 @@ from hookbus.parts.models.mae import (
 )
 from tests.conftest import tiny_config
 from tests.loss_reference import assert_same_value_and_gradients
-from tests.tiny_data import TINY
+from tests.tiny_data import tiny_recipe, train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 # For the 8x8 tiny test images: 2x2 patches, a 4x4 grid of 16 patches.
@@ -298,30 +298,17 @@ def test_export_of_an_mae_run_loads_into_torchvision_vision_transformer(tmp_path
 
 
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
-    cfg = load_config(
-        ROOT / "configs" / "mae_digits_vit_tiny.yaml",
-        [
-            f"data.name={TINY}",
-            "data.image_size=8",
-            "data.batch_size=8",
-            "data.test_batch_size=8",
-            "model.backbone.vit.patch_size=2",
-            "model.backbone.vit.width=16",
-            "model.backbone.vit.depth=1",
-            "model.backbone.vit.heads=2",
-            "model.backbone.vit.mlp_dim=32",
-            "model.mae_decoder.width=8",
-            "model.mae_decoder.depth=1",
-            "model.mae_decoder.heads=2",
-            "meters.knn.k=3",
-            "optimizer.num_epochs=1",
-            "optimizer.warmup_epochs=0",
-            "hooks.evaluation_report.enabled=false",
-            "hooks.progress_bar.enabled=false",
-            f"checkpoint.dir={tmp_path / 'run'}",
-        ],
+    cfg = tiny_recipe(
+        "mae_digits_vit_tiny",
+        tmp_path / "run",
+        "model.backbone.vit.patch_size=2",
+        "model.backbone.vit.width=16",
+        "model.backbone.vit.depth=1",
+        "model.backbone.vit.heads=2",
+        "model.backbone.vit.mlp_dim=32",
+        "model.mae_decoder.width=8",
+        "model.mae_decoder.depth=1",
+        "model.mae_decoder.heads=2",
     )
     assert (cfg.loss.name, cfg.data.num_views, cfg.loss.mae.mask_ratio) == ("mae", 1, 0.75)
-    state = SSLTrainer(cfg).train()
-    assert state.iteration == 3
-    assert state.loss is not None and bool(state.loss.isfinite())
+    train_tiny(cfg)

@@ -32,7 +32,7 @@ from tests.loss_reference import (
     tensors,
     unit,
 )
-from tests.tiny_data import TINY
+from tests.tiny_data import tiny_recipe, train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -190,28 +190,15 @@ def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> 
 
 
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
-    cfg = load_config(
-        CONFIGS / "moco_v3_digits.yaml",
-        [
-            f"data.name={TINY}",
-            "data.image_size=8",
-            "data.batch_size=8",
-            "data.test_batch_size=8",
-            "model.backbone.width=4",
-            "model.head.dims=[16, 32, 16]",
-            "model.predictor.dims=[16, 32, 16]",
-            "meters.knn.k=3",
-            "optimizer.num_epochs=1",
-            "optimizer.warmup_epochs=0",
-            "hooks.evaluation_report.enabled=false",
-            "hooks.progress_bar.enabled=false",
-            f"checkpoint.dir={tmp_path / 'run'}",
-        ],
+    cfg = tiny_recipe(
+        "moco_v3_digits",
+        tmp_path / "run",
+        "model.backbone.width=4",
+        "model.head.dims=[16, 32, 16]",
+        "model.predictor.dims=[16, 32, 16]",
     )
     assert cfg.loss.name == "moco_v3"
-    state = SSLTrainer(cfg).train()
-    assert state.iteration == 3
-    assert state.loss is not None and bool(state.loss.isfinite())
+    train_tiny(cfg)
 
 
 def tiny_vit_config(freeze: bool) -> dict:

@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus import SSLTrainer, load_config
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import NnclrLoss, build_loss
 from tests.loss_reference import assert_same_value_and_gradients, log_softmax_entry, tensors, unit
-from tests.tiny_data import TINY
+from tests.tiny_data import tiny_recipe, train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 GLOBAL_BATCH, DIM = 8, 5
@@ -184,29 +183,16 @@ def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> 
 
 
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
-    cfg = load_config(
-        ROOT / "configs" / "nnclr_digits.yaml",
-        [
-            f"data.name={TINY}",
-            "data.image_size=8",
-            "data.batch_size=8",
-            "data.test_batch_size=8",
-            "model.backbone.width=4",
-            "model.head.dims=[16, 32, 16]",
-            "model.predictor.dims=[16, 32, 16]",
-            "loss.nnclr.queue_size=20",
-            "meters.knn.k=3",
-            "optimizer.num_epochs=1",
-            "optimizer.warmup_epochs=0",
-            "hooks.evaluation_report.enabled=false",
-            "hooks.progress_bar.enabled=false",
-            f"checkpoint.dir={tmp_path / 'run'}",
-        ],
+    cfg = tiny_recipe(
+        "nnclr_digits",
+        tmp_path / "run",
+        "model.backbone.width=4",
+        "model.head.dims=[16, 32, 16]",
+        "model.predictor.dims=[16, 32, 16]",
+        "loss.nnclr.queue_size=20",
     )
     assert cfg.loss.name == "nnclr"
-    state = SSLTrainer(cfg).train()
-    assert state.iteration == 3
-    assert state.loss is not None and bool(state.loss.isfinite())
+    state = train_tiny(cfg)
     support = next(hook for hook in state.hooks if hook.name == "nnclr_support")
     # 3 steps of 8 first-view embeddings into 20 rows: full, the write position wrapped.
     assert (support.filled, support.position) == (20, 4)

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus import SSLTrainer, load_config
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import SimsiamLoss, build_loss
 from tests.loss_reference import assert_same_value_and_gradients, tensors, unit
-from tests.tiny_data import TINY
+from tests.tiny_data import tiny_recipe, train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,25 +91,12 @@ def test_built_by_name() -> None:
 
 
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
-    cfg = load_config(
-        ROOT / "configs" / "simsiam_digits.yaml",
-        [
-            f"data.name={TINY}",
-            "data.image_size=8",
-            "data.batch_size=8",
-            "data.test_batch_size=8",
-            "model.backbone.width=4",
-            "model.head.dims=[16, 32, 16]",
-            "model.predictor.dims=[16,8,16]",
-            "meters.knn.k=3",
-            "optimizer.num_epochs=1",
-            "optimizer.warmup_epochs=0",
-            "hooks.evaluation_report.enabled=false",
-            "hooks.progress_bar.enabled=false",
-            f"checkpoint.dir={tmp_path / 'run'}",
-        ],
+    cfg = tiny_recipe(
+        "simsiam_digits",
+        tmp_path / "run",
+        "model.backbone.width=4",
+        "model.head.dims=[16, 32, 16]",
+        "model.predictor.dims=[16,8,16]",
     )
     assert cfg.loss.name == "simsiam"
-    state = SSLTrainer(cfg).train()
-    assert state.iteration == 3
-    assert state.loss is not None and bool(state.loss.isfinite())
+    train_tiny(cfg)
