@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.linear_model import LogisticRegression
-from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 
 from hookbus.parts.meters.knn import KnnVote, knn_predict
@@ -65,6 +63,10 @@ def linear_probe_accuracy(
     accuracy over the draws. Features are L2-normalised, then standardised with the
     mean and variance of all train features (no labels needed for that).
     """
+    # scikit-learn takes about 2 s to import: only runs that evaluate a probe pay for it
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
     train_x = _normalised_numpy(train_feats)
     test_x = _normalised_numpy(test_feats)
     scaler = StandardScaler().fit(train_x)

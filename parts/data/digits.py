@@ -7,8 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from torch import Tensor
 
 DIGITS_MAX_VALUE = 16.0
@@ -40,6 +38,10 @@ def load_digits_split(image_size: int = 16, test_size: int = 500, seed: int = 0)
     ``align_corners=False``), then both splits are normalised with the train split's
     scalar mean and standard deviation.
     """
+    # scikit-learn takes about 2 s to import: only runs that read the digits pay for it
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
     digits = load_digits()
     images = digits.images / DIGITS_MAX_VALUE
     labels = digits.target.astype(np.int64)
