@@ -18,7 +18,7 @@ def assert_identical(outcome: Outcome, kills: int) -> None:
 
 
 def test_killed_and_resumed_run_equals_an_uninterrupted_one(tmp_path: Path) -> None:
-    assert_identical(kill_campaign(tmp_path, kills=3, seed=1, epochs=40), kills=3)
+    assert_identical(kill_campaign(tmp_path, kills=3, seed=1, epochs=24), kills=3)
 
 
 METHODS = {
@@ -54,5 +54,7 @@ METHODS = {
 def test_killed_method_run_with_hook_state_equals_an_uninterrupted_one(
     tmp_path: Path, method: str
 ) -> None:
-    outcome = kill_campaign(tmp_path, kills=2, seed=2, epochs=24, sections=METHODS[method])
-    assert_identical(outcome, kills=2)
+    # One kill each: several kills in a row are the test above's; this one checks that
+    # the method's own state resumes from a checkpoint of a killed process
+    outcome = kill_campaign(tmp_path, kills=1, seed=2, epochs=12, sections=METHODS[method])
+    assert_identical(outcome, kills=1)
