@@ -22,10 +22,10 @@ def rows(values: list[float]) -> torch.Tensor:
 def test_fills_in_order_then_overwrites_the_oldest() -> None:
     hook = NnclrSupportHook(size=4)
     hook.enqueue(rows([1, 2, 3]))
-    assert (hook.filled, hook.position) == (3, 3)
+    assert (hook.buffer.filled, hook.buffer.position) == (3, 3)
     assert hook.support[:3, 0].tolist() == [1, 2, 3]
     hook.enqueue(rows([4, 5]))
-    assert (hook.filled, hook.position) == (4, 1)
+    assert (hook.buffer.filled, hook.buffer.position) == (4, 1)
     assert hook.support[:, 0].tolist() == [5, 2, 3, 4]
 
 
@@ -35,7 +35,7 @@ def test_more_rows_than_the_size_keep_the_newest() -> None:
     hook.enqueue(rows([2, 3, 4, 5, 6]))
     # Written from position 1 on; the next row written replaces the oldest, 4.
     assert hook.support[:, 0].tolist() == [6, 4, 5]
-    assert (hook.filled, hook.position) == (3, 1)
+    assert (hook.buffer.filled, hook.buffer.position) == (3, 1)
 
 
 def test_the_nearest_row_by_cosine_similarity() -> None:
@@ -74,11 +74,11 @@ def test_writes_neighbours_then_queues_the_first_views_normalised_embeddings() -
         [1, -1],
         [-1, 1],
     ]
-    assert hook.support[: hook.filled, 0].tolist() == [1, -1]
+    assert hook.support[: hook.buffer.filled, 0].tolist() == [1, -1]
     engine.state.last_output = {"embeddings": [rows([7]), rows([-7])]}
     engine.step()
     assert [view[:, 0].tolist() for view in engine.state.last_output["neighbours"]] == [[1], [-1]]
-    assert hook.support[: hook.filled, 0].tolist() == [1, -1, 1]
+    assert hook.support[: hook.buffer.filled, 0].tolist() == [1, -1, 1]
 
 
 def test_test_phases_read_the_support_set_but_never_write_it() -> None:
@@ -88,7 +88,7 @@ def test_test_phases_read_the_support_set_but_never_write_it() -> None:
     hook.attach(engine)
     engine.state.last_output = {"embeddings": [rows([-1]), rows([1])]}
     engine.step()
-    assert hook.filled == 1
+    assert hook.buffer.filled == 1
     assert [view[:, 0].tolist() for view in engine.state.last_output["neighbours"]] == [[1], [1]]
 
 
@@ -99,13 +99,14 @@ def test_state_round_trip_keeps_rows_position_and_fill() -> None:
     copy = NnclrSupportHook(size=4)
     copy.load_state_dict(hook.state_dict())
     assert torch.equal(copy.support, hook.support)
-    assert (copy.position, copy.filled) == (hook.position, hook.filled) == (1, 4)
+    saved, loaded = hook.buffer, copy.buffer
+    assert (loaded.position, loaded.filled) == (saved.position, saved.filled) == (1, 4)
 
 
 def test_an_empty_state_round_trips_to_an_empty_support_set() -> None:
     copy = NnclrSupportHook(size=4)
     copy.load_state_dict(NnclrSupportHook(size=4).state_dict())
-    assert (copy.support, copy.position, copy.filled) == (None, 0, 0)
+    assert (copy.support, copy.buffer.position, copy.buffer.filled) == (None, 0, 0)
 
 
 def test_a_size_below_one_is_refused() -> None:

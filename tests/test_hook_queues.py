@@ -19,8 +19,8 @@ def test_key_queue_keeps_the_newest_keys_and_wraps_around() -> None:
     queue = KeyQueueHook(size=4)
     queue.enqueue(keys([1, 2, 3]))
     queue.enqueue(keys([4, 5]))
-    assert queue.filled == 4
-    assert queue.position == 1
+    assert queue.buffer.filled == 4
+    assert queue.buffer.position == 1
     assert queue.keys[:, 0].tolist() == [5, 2, 3, 4]
     queue.enqueue(keys([6, 7, 8, 9, 10]))
     assert sorted(queue.keys[:, 0].tolist()) == [7, 8, 9, 10]
@@ -33,11 +33,11 @@ def test_key_queue_writes_its_keys_then_queues_normalised_teacher_keys() -> None
     engine.state.last_output = {"teacher_embeddings": [keys([2, 3]), keys([-4, 5])]}
     engine.step()
     assert "queue" not in engine.state.last_output
-    assert hook.keys[: hook.filled, 0].tolist() == [1, 1, -1, 1]
+    assert hook.keys[: hook.buffer.filled, 0].tolist() == [1, 1, -1, 1]
     engine.state.last_output = {"teacher_embeddings": [keys([2]), keys([2])]}
     engine.step()
     assert engine.state.last_output["queue"][:, 0].tolist() == [1, 1, -1, 1]
-    assert hook.filled == 6
+    assert hook.buffer.filled == 6
 
 
 def test_key_queue_is_left_alone_in_test_phases() -> None:
@@ -46,7 +46,7 @@ def test_key_queue_is_left_alone_in_test_phases() -> None:
     hook.attach(engine)
     engine.state.last_output = {"teacher_embeddings": [keys([1]), keys([1])]}
     engine.step()
-    assert hook.filled == 0
+    assert hook.buffer.filled == 0
 
 
 def test_key_queue_state_round_trip() -> None:
@@ -55,7 +55,7 @@ def test_key_queue_state_round_trip() -> None:
     copy = KeyQueueHook(size=4)
     copy.load_state_dict(hook.state_dict())
     assert torch.equal(copy.keys, hook.keys)
-    assert (copy.position, copy.filled) == (hook.position, hook.filled)
+    assert (copy.buffer.position, copy.buffer.filled) == (hook.buffer.position, hook.buffer.filled)
 
 
 def swav_engine(epoch: int) -> FakeEngine:
@@ -71,7 +71,7 @@ def test_swav_queue_waits_for_its_start_epoch() -> None:
         "embeddings": [torch.ones(2, 4), torch.ones(2, 4), torch.ones(2, 4)]
     }
     engine.step()
-    assert hook.filled == 0
+    assert hook.buffer.filled == 0
 
 
 def test_swav_queue_fills_newest_first_then_scores_with_the_prototypes() -> None:
@@ -84,7 +84,7 @@ def test_swav_queue_fills_newest_first_then_scores_with_the_prototypes() -> None
         engine.state.last_output = {"embeddings": [first, -first, first]}
         engine.step()
         assert "queue_scores" not in engine.state.last_output  # not full before this step
-    assert hook.filled == 4
+    assert hook.buffer.filled == 4
     assert hook.queue.shape == (2, 4, 4)
     torch.testing.assert_close(hook.queue[0, 0], torch.full((4,), 0.5))
     torch.testing.assert_close(hook.queue[1, 0], torch.full((4,), -0.5))
@@ -104,4 +104,26 @@ def test_swav_queue_state_round_trip() -> None:
     copy = SwavQueueHook(2, assign_views=1)
     copy.load_state_dict(hook.state_dict())
     assert torch.equal(copy.queue, hook.queue)
-    assert copy.filled == hook.filled == 2
+    assert copy.buffer.filled == hook.buffer.filled == 2
+
+
+def test_a_swav_queue_loaded_from_its_state_goes_on_as_the_saved_one() -> None:
+    saved, loaded = SwavQueueHook(5, assign_views=1), SwavQueueHook(5, assign_views=1)
+    engine = swav_engine(epoch=0)
+    saved.attach(engine)
+    generator = torch.Generator().manual_seed(0)
+    batches = [[torch.randn(2, 4, generator=generator)] for _ in range(6)]
+    for batch in batches[:2]:  # 4 of 5 rows: not yet full
+        engine.state.last_output = {"embeddings": batch}
+        engine.step()
+    loaded.load_state_dict(saved.state_dict())
+    other = swav_engine(epoch=0)
+    loaded.attach(other)
+    for batch in batches[2:]:  # fills, then wraps around twice
+        for hook_engine in (engine, other):
+            hook_engine.state.last_output = {"embeddings": batch}
+            hook_engine.step()
+        assert torch.equal(loaded.queue, saved.queue)
+        assert loaded.buffer.filled == saved.buffer.filled
+    newest = torch.nn.functional.normalize(batches[-1][0], dim=1)
+    torch.testing.assert_close(saved.queue[0, :2], newest)  # the last step first, in order

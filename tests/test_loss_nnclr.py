@@ -195,7 +195,7 @@ def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) 
     state = train_tiny(cfg)
     support = next(hook for hook in state.hooks if hook.name == "nnclr_support")
     # 3 steps of 8 first-view embeddings into 20 rows: full, the write position wrapped.
-    assert (support.filled, support.position) == (20, 4)
+    assert (support.buffer.filled, support.buffer.position) == (20, 4)
 
 
 if __name__ == "__main__":

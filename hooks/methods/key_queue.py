@@ -12,6 +12,7 @@ from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.hooks.methods.ring_buffer import RingBuffer
 from hookbus.hooks.registry import register_hook
 
 
@@ -42,25 +43,27 @@ class KeyQueueHook(Hook):
 
     def __init__(self, size: int) -> None:
         super().__init__()
-        if size < 1:
-            raise ValueError(f"size must be at least 1, got {size}")
+        self.buffer = RingBuffer(size)
         self.size = size
-        self.keys: torch.Tensor | None = None
-        self.position = 0
-        self.filled = 0
 
     @classmethod
     def from_config(cls, cfg: Config) -> KeyQueueHook:
         """A queue of ``loss.moco.queue_size`` keys."""
         return cls(cfg.loss.moco.queue_size)
 
+    @property
+    def keys(self) -> torch.Tensor | None:
+        """The queue's storage ``[size, D]`` (slot order); None before the first keys.
+        ``buffer.position`` is the next slot written, ``buffer.filled`` the keys held."""
+        return self.buffer.rows
+
     def on_start(self, engine: Engine) -> None:
-        if self.keys is not None:
-            self.keys = self.keys.to(engine.state.device)
+        self.buffer.to(engine.state.device)
 
     def on_forward(self, engine: Engine) -> None:
-        if self.keys is not None:
-            engine.state.last_output["queue"] = self.keys[: self.filled]
+        queue = self.buffer.in_use()
+        if queue is not None:
+            engine.state.last_output["queue"] = queue
 
     def on_loss_and_meter(self, engine: Engine) -> None:
         state = engine.state
@@ -78,21 +81,12 @@ class KeyQueueHook(Hook):
 
     def enqueue(self, keys: torch.Tensor) -> None:
         """Add ``keys`` ``[n, D]``; beyond ``size`` keys, the oldest are overwritten."""
-        keys = keys[-self.size :]
-        if self.keys is None:
-            self.keys = keys.new_zeros(self.size, keys.shape[1])
-        slots = (self.position + torch.arange(len(keys), device=keys.device)) % self.size
-        self.keys = self.keys.index_copy(0, slots, keys.to(self.keys.dtype))
-        self.position = (self.position + len(keys)) % self.size
-        self.filled = min(self.size, self.filled + len(keys))
+        self.buffer.write(keys)
 
     def state_dict(self) -> dict[str, Any]:
         """The queue: ``keys`` (an empty tensor before the first keys), ``position``, ``filled``."""
-        keys = torch.empty(0) if self.keys is None else self.keys
-        return {"keys": keys, "position": self.position, "filled": self.filled}
+        return self.buffer.state("keys")
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        self.keys = state["keys"] if state["filled"] else None
-        self.position = state["position"]
-        self.filled = state["filled"]
+        self.buffer.load(state, "keys")

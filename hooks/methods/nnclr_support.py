@@ -12,6 +12,7 @@ from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.hooks.methods.ring_buffer import RingBuffer
 from hookbus.hooks.registry import register_hook
 
 
@@ -45,21 +46,22 @@ class NnclrSupportHook(Hook):
 
     def __init__(self, size: int) -> None:
         super().__init__()
-        if size < 1:
-            raise ValueError(f"size must be at least 1, got {size}")
+        self.buffer = RingBuffer(size)
         self.size = size
-        self.support: torch.Tensor | None = None
-        self.position = 0
-        self.filled = 0
 
     @classmethod
     def from_config(cls, cfg: Config) -> NnclrSupportHook:
         """A support set of ``loss.nnclr.queue_size`` embeddings."""
         return cls(cfg.loss.nnclr.queue_size)
 
+    @property
+    def support(self) -> torch.Tensor | None:
+        """The support set's storage ``[size, D]`` (slot order); None before the first
+        step. ``buffer.position`` is the next row written, ``buffer.filled`` the rows in use."""
+        return self.buffer.rows
+
     def on_start(self, engine: Engine) -> None:
-        if self.support is not None:
-            self.support = self.support.to(engine.state.device)
+        self.buffer.to(engine.state.device)
 
     def on_forward(self, engine: Engine) -> None:
         output = engine.state.last_output
@@ -77,31 +79,20 @@ class NnclrSupportHook(Hook):
         """The nearest support row ``[B, D]`` (cosine similarity) of each row of
         ``embeddings``; each L2-normalised row itself while the support set is empty."""
         queries = F.normalize(embeddings.detach().float(), dim=1)
-        if self.support is None:
+        support = self.buffer.in_use()
+        if support is None:
             return queries
-        support = self.support[: self.filled]
         return support[(queries @ support.T).argmax(dim=1)]
 
     def enqueue(self, embeddings: torch.Tensor) -> None:
         """Add ``embeddings`` ``[n, D]``; beyond ``size`` rows, the oldest are overwritten."""
-        embeddings = embeddings[-self.size :]
-        if self.support is None:
-            self.support = embeddings.new_zeros(self.size, embeddings.shape[1])
-        slots = (self.position + torch.arange(len(embeddings), device=embeddings.device)) % (
-            self.size
-        )
-        self.support = self.support.index_copy(0, slots, embeddings.to(self.support.dtype))
-        self.position = (self.position + len(embeddings)) % self.size
-        self.filled = min(self.size, self.filled + len(embeddings))
+        self.buffer.write(embeddings)
 
     def state_dict(self) -> dict[str, Any]:
         """``support`` (``[size, D]``; an empty tensor before the first step),
         ``position`` (the next row written) and ``filled`` (rows in use)."""
-        support = torch.empty(0) if self.support is None else self.support
-        return {"support": support, "position": self.position, "filled": self.filled}
+        return self.buffer.state("support")
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        self.support = state["support"] if state["filled"] else None
-        self.position = state["position"]
-        self.filled = state["filled"]
+        self.buffer.load(state, "support")

@@ -12,6 +12,7 @@ from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.hooks.methods.ring_buffer import RingBuffer
 from hookbus.hooks.registry import register_hook
 
 
@@ -50,8 +51,8 @@ class SwavQueueHook(Hook):
         self.size = size
         self.start_epoch = start_epoch
         self.assign_views = assign_views
-        self.queue: torch.Tensor | None = None
-        self.filled = 0
+        # One buffer for every view: its rows along dim 1, [assign_views, size, D].
+        self.buffer = RingBuffer(size, dim=1)
 
     @classmethod
     def from_config(cls, cfg: Config) -> SwavQueueHook:
@@ -65,12 +66,18 @@ class SwavQueueHook(Hook):
         state = engine.state
         if getattr(state.base_model, "prototypes", None) is None:
             raise ValueError("swav_queue needs a model with prototypes (model.prototypes.count)")
-        if self.queue is not None:
-            self.queue = self.queue.to(state.device)
+        self.buffer.to(state.device)
+
+    @property
+    def queue(self) -> torch.Tensor | None:
+        """The queued embeddings ``[assign_views, size, D]``, the newest first (each
+        step's in their batch order); None before the first step. ``buffer.filled``
+        counts the rows queued so far."""
+        return self.buffer.newest_first()
 
     def on_forward(self, engine: Engine) -> None:
         state = engine.state
-        if not self._active(state) or self.queue is None or self.filled < self.size:
+        if not self._active(state) or self.buffer.filled < self.size:
             return
         with torch.no_grad():
             state.last_output["queue_scores"] = [
@@ -87,20 +94,17 @@ class SwavQueueHook(Hook):
                 for view in state.last_output["embeddings"][: self.assign_views]
             ]
         )
-        if self.queue is None:
-            self.queue = embeddings.new_zeros(self.assign_views, self.size, embeddings.shape[2])
-        self.queue = torch.cat([embeddings, self.queue], dim=1)[:, : self.size]
-        self.filled = min(self.size, self.filled + embeddings.shape[1])
+        # Written last row first, so that newest_first gives each step's rows in order.
+        self.buffer.write(embeddings.flip(1))
 
     def _active(self, state: Any) -> bool:
         return state.train and state.train_phase_idx >= self.start_epoch
 
     def state_dict(self) -> dict[str, Any]:
         """``queue`` (``[assign_views, size, D]``; empty before the first step) and ``filled``."""
-        queue = torch.empty(0) if self.queue is None else self.queue
-        return {"queue": queue, "filled": self.filled}
+        queue = self.queue
+        return {"queue": torch.empty(0) if queue is None else queue, "filled": self.buffer.filled}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        self.queue = state["queue"] if state["filled"] else None
-        self.filled = state["filled"]
+        self.buffer.load_newest_first(state["queue"], state["filled"])
