@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hookbus.engine import distributed
+from hookbus.parts.losses.global_batch import contrast_with_gathered
 from hookbus.parts.losses.precision import at_least_float32
 
 
@@ -66,8 +67,4 @@ class MocoV3Loss(nn.Module):
 
     def _contrast(self, queries: Tensor, keys: Tensor) -> Tensor:
         """``ctr(q, k)``: queries ``[B, D]`` of this rank against the global keys ``[N, D]``."""
-        rows = len(queries)
-        first = distributed.rank() * rows
-        targets = torch.arange(first, first + rows, device=queries.device)
-        logits = queries @ keys.T / self.temperature
-        return F.cross_entropy(logits, targets) * 2 * self.temperature
+        return contrast_with_gathered(queries, keys, self.temperature) * 2 * self.temperature

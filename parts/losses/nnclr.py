@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hookbus.engine import distributed
+from hookbus.parts.losses.global_batch import contrast_with_gathered
 from hookbus.parts.losses.precision import at_least_float32
 
 
@@ -60,18 +61,12 @@ class NnclrLoss(nn.Module):
                 for n in output["neighbours"]
             ]
             gathered = [distributed.all_gather_cat_with_gradient(p) for p in local]
-            offset = distributed.rank() * len(local[0])
+            # Local neighbours against the other view's global predictions: row i's
+            # positive is this rank's row i among them.
             losses = [
-                self._pair_loss(anchors[a], gathered[b], offset)
+                contrast_with_gathered(anchors[a], gathered[b], self.temperature)
                 for a in range(len(anchors))
                 for b in range(len(gathered))
                 if a != b
             ]
         return torch.stack(losses).mean()
-
-    def _pair_loss(self, anchors: Tensor, predictions: Tensor, offset: int) -> Tensor:
-        """Local neighbours ``[B, D]`` against the global predictions ``[G, D]`` of the
-        other view; row ``i``'s positive is row ``offset + i``."""
-        logits = anchors @ predictions.T / self.temperature
-        targets = torch.arange(len(anchors), device=anchors.device) + offset
-        return F.cross_entropy(logits, targets)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hookbus.engine import distributed
+from hookbus.parts.losses.global_batch import own_rows
 from hookbus.parts.losses.precision import at_least_float32
 
 
@@ -47,25 +48,24 @@ class NTXentLoss(nn.Module):
         with torch.autocast(device_type=views[0].device.type, enabled=False):
             local = [F.normalize(at_least_float32(view), dim=1) for view in views]
             gathered = [distributed.all_gather_cat_with_gradient(view) for view in local]
-            offset = distributed.rank() * len(local[0])
             losses = [
-                self._pair_loss(local[a], gathered[a], local[b], gathered[b], offset)
+                self._pair_loss(local[a], gathered[a], local[b], gathered[b])
                 for a, b in combinations(range(len(views)), 2)
             ]
         return torch.stack(losses).mean()
 
     def _pair_loss(
-        self, first: Tensor, all_first: Tensor, second: Tensor, all_second: Tensor, offset: int
+        self, first: Tensor, all_first: Tensor, second: Tensor, all_second: Tensor
     ) -> Tensor:
         """NT-Xent of two views: local ``[B, D]`` queries against global ``[G, D]`` keys.
 
-        ``first[i]`` is row ``offset + i`` of ``all_first``, likewise for the second view.
+        ``first[i]`` is row ``own_rows(B)[i]`` of ``all_first``, likewise for the second view.
         """
-        size, global_size = len(first), len(all_first)
+        global_size = len(all_first)
         queries = torch.cat([first, second])
         keys = torch.cat([all_first, all_second])
         logits = queries @ keys.T / self.temperature
-        own = torch.arange(size, device=queries.device) + offset
+        own = own_rows(len(first), queries.device)
         self_columns = torch.cat([own, own + global_size])
         positive_columns = torch.cat([own + global_size, own])
         is_self = F.one_hot(self_columns, 2 * global_size).bool()
