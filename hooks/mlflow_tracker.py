@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import time
@@ -13,21 +12,16 @@ from ignite.engine import Engine
 
 from hookbus.engine.config import Config
 from hookbus.engine.config_changes import flatten
-from hookbus.engine.errors import ConfigError, UserError
-from hookbus.engine.hook import Hook, rank_zero_only
-from hookbus.engine.priorities import Priority
-from hookbus.hooks.plot import PLOT_FILE
+from hookbus.engine.errors import UserError
+from hookbus.engine.hook import rank_zero_only
+from hookbus.hooks.experiment_tracker import ExperimentTracker
 from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import phase_scalars
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
     from typing_extensions import Self
 
 logger = logging.getLogger("hookbus")
-
-RESULT_FILES = (PLOT_FILE, "evaluation.json")
-"""Files of the run directory the hook logs as artifacts at the end, when present."""
 
 LOCAL_STORE = "mlflow.db"
 """The local store's database in the run directory, when no tracking URI is given."""
@@ -39,17 +33,8 @@ PARAMS_PER_CALL = 100
 """MLflow takes at most 100 parameters in one ``log_batch`` call."""
 
 
-def require_mlflow() -> None:
-    """Raise a ConfigError naming the extra when the ``mlflow`` package is not installed."""
-    if importlib.util.find_spec("mlflow") is None:
-        raise ConfigError(
-            "hooks.mlflow.enabled: the mlflow package is not installed; "
-            "pip install 'hookbus[mlflow]'"
-        )
-
-
 @register_hook("mlflow")
-class MlflowHook(Hook):
+class MlflowHook(ExperimentTracker):
     """Logs the run to MLflow, on rank 0.
 
     ==================  ====================================  =================================
@@ -91,7 +76,7 @@ class MlflowHook(Hook):
         # mlflow ui --backend-store-uri sqlite:///runs/default/mlflow.db
     """
 
-    priority = Priority.REPORT + 10
+    package = "mlflow"
 
     def __init__(
         self,
@@ -101,15 +86,10 @@ class MlflowHook(Hook):
         experiment: str = "hookbus",
         run_name: str | None = None,
     ) -> None:
-        if log_frequency < 1:
-            raise ValueError(f"log_frequency must be >= 1, got {log_frequency}")
-        require_mlflow()
-        super().__init__(name="mlflow")
-        self.log_frequency = log_frequency
+        super().__init__(log_frequency)
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.run_name = run_name
-        self.run_id: str | None = None
         self.client: MlflowClient | None = None
 
     @classmethod
@@ -145,38 +125,23 @@ class MlflowHook(Hook):
         self.client = client
         logger.info("MLflow run %s in %s (experiment %r)", self.run_id, uri, self.experiment)
 
-    def on_step(self, engine: Engine) -> None:
-        if self.client is None or not self.every_n_train_iterations(engine, self.log_frequency):
-            return
-        state = engine.state
-        scalars = {"train/loss": float(state.loss), "train/lr": float(state.lr)}
-        self._log_metrics(scalars, state.iteration)
+    @property
+    def is_open(self) -> bool:
+        return self.client is not None
 
-    def on_phase_end(self, engine: Engine) -> None:
-        if self.client is None:
-            return
-        state = engine.state
-        scalars = phase_scalars(state)
-        if scalars:
-            self._log_metrics(scalars, state.train_phase_idx)
+    def phase_step(self, state: Any) -> int:
+        """The ``train_phase_idx``, as TensorBoard's."""
+        return state.train_phase_idx
 
-    def on_end(self, engine: Engine) -> None:
-        if self.client is None:
-            return
-        for name in RESULT_FILES:
-            path = Path(engine.state.run_dir) / name
-            if path.is_file():
-                self.client.log_artifact(self.run_id, str(path))
-        self._end("FINISHED")
+    def save_results(self, files: list[Path]) -> None:
+        assert self.client is not None
+        for path in files:
+            self.client.log_artifact(self.run_id, str(path))
 
-    def on_exception(self, engine: Engine) -> None:
-        self._end("FAILED")
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.run_id = state["run_id"]
+    def close(self, *, failed: bool) -> None:
+        if self.client is not None:
+            self.client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
+            self.client = None
 
     def _open_run(self, client: MlflowClient, run_dir: Path) -> dict[str, str]:
         """Reopen the checkpoint's run, or create one; returns the parameters it has."""
@@ -235,15 +200,10 @@ class MlflowHook(Hook):
                 "; ".join(changed),
             )
 
-    def _log_metrics(self, scalars: dict[str, float], step: int) -> None:
+    def log_scalars(self, scalars: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
 
         assert self.client is not None
         stamp = int(time.time() * 1000)
         metrics = [Metric(key, float(value), stamp, step) for key, value in scalars.items()]
         self.client.log_batch(self.run_id, metrics=metrics)
-
-    def _end(self, status: str) -> None:
-        if self.client is not None:
-            self.client.set_terminated(self.run_id, status=status)
-            self.client = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import shutil
 from collections.abc import Sequence
@@ -12,32 +11,19 @@ from typing import TYPE_CHECKING, Any, Literal
 from ignite.engine import Engine
 
 from hookbus.engine.config import Config
-from hookbus.engine.errors import ConfigError, UserError
-from hookbus.engine.hook import Hook, rank_zero_only
-from hookbus.engine.priorities import Priority
-from hookbus.hooks.plot import PLOT_FILE
+from hookbus.engine.errors import UserError
+from hookbus.engine.hook import rank_zero_only
+from hookbus.hooks.experiment_tracker import ExperimentTracker
 from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import phase_scalars
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
 logger = logging.getLogger("hookbus")
 
-RESULT_FILES = (PLOT_FILE, "evaluation.json")
-"""Files of the run directory the hook copies into the W&B run at the end, when present."""
-
-
-def require_wandb() -> None:
-    """Raise a ConfigError naming the extra when the ``wandb`` package is not installed."""
-    if importlib.util.find_spec("wandb") is None:
-        raise ConfigError(
-            "hooks.wandb.enabled: the wandb package is not installed; pip install 'hookbus[wandb]'"
-        )
-
 
 @register_hook("wandb")
-class WandbHook(Hook):
+class WandbHook(ExperimentTracker):
     """Logs the run to Weights & Biases, on rank 0.
 
     ==================  ====================================  =================================
@@ -78,7 +64,7 @@ class WandbHook(Hook):
         # wandb sync runs/default/wandb/offline-run-*
     """
 
-    priority = Priority.REPORT + 10
+    package = "wandb"
 
     def __init__(
         self,
@@ -91,18 +77,13 @@ class WandbHook(Hook):
         tags: Sequence[str] = (),
         dir: str | Path | None = None,
     ) -> None:
-        if log_frequency < 1:
-            raise ValueError(f"log_frequency must be >= 1, got {log_frequency}")
-        require_wandb()
-        super().__init__(name="wandb")
-        self.log_frequency = log_frequency
+        super().__init__(log_frequency)
         self.project = project
         self.entity = entity
         self.mode = mode
         self.run_name = run_name
         self.tags = list(tags)
         self.dir = None if dir is None else Path(dir)
-        self.run_id: str | None = None
         self.run: Any = None
 
     @classmethod
@@ -154,44 +135,26 @@ class WandbHook(Hook):
         where = self.run.url if self.mode == "online" else Path(self.run.dir).parent
         logger.info("W&B run %s (%s, %s): %s", self.run_id, self.mode, resumed, where)
 
-    def on_step(self, engine: Engine) -> None:
-        if self.run is None or not self.every_n_train_iterations(engine, self.log_frequency):
-            return
-        state = engine.state
-        scalars = {"train/loss": float(state.loss), "train/lr": float(state.lr)}
-        self.run.log(scalars, step=state.iteration)
+    @property
+    def is_open(self) -> bool:
+        return self.run is not None
 
-    def on_phase_end(self, engine: Engine) -> None:
-        if self.run is None:
-            return
-        state = engine.state
-        scalars = phase_scalars(state)
-        if scalars:
-            self.run.log(scalars, step=state.iteration)
+    def log_scalars(self, scalars: dict[str, float], step: int) -> None:
+        self.run.log(scalars, step=step)
 
-    def on_end(self, engine: Engine) -> None:
-        if self.run is None:
-            return
-        files = Path(self.run.dir)
-        for name in RESULT_FILES:
-            source = Path(engine.state.run_dir) / name
-            if source.is_file():
-                # A copy, not W&B's link to the file: an offline run keeps the file as it
-                # was at its end, whatever a resumed run later writes over it.
-                shutil.copyfile(source, files / name)
-                self.run.save(str(files / name), base_path=str(files), policy="now")
-        self._finish(exit_code=0)
+    def phase_step(self, state: Any) -> int:
+        """The train ``iteration``: W&B's steps only grow."""
+        return state.iteration
 
-    def on_exception(self, engine: Engine) -> None:
-        self._finish(exit_code=1)
+    def save_results(self, files: list[Path]) -> None:
+        folder = Path(self.run.dir)
+        for source in files:
+            # A copy, not W&B's link to the file: an offline run keeps the file as it
+            # was at its end, whatever a resumed run later writes over it.
+            shutil.copyfile(source, folder / source.name)
+            self.run.save(str(folder / source.name), base_path=str(folder), policy="now")
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.run_id = state["run_id"]
-
-    def _finish(self, exit_code: int) -> None:
+    def close(self, *, failed: bool) -> None:
         if self.run is not None:
-            self.run.finish(exit_code=exit_code)
+            self.run.finish(exit_code=1 if failed else 0)
             self.run = None

@@ -6,7 +6,6 @@ Skipped when the mlflow extra is not installed; ``make test`` installs it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,7 @@ import pytest
 import torch
 import yaml
 
-from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents, SSLTrainer, default_hooks
-from hookbus.cli import main
+from hookbus import HOOKS, Config, Priority, SSLTrainer, default_hooks
 from hookbus.engine.config_changes import flatten
 from hookbus.hooks.mlflow_tracker import MlflowHook
 from tests.conftest import tiny_config
@@ -160,33 +158,3 @@ def test_a_failed_run_is_ended_as_failed(tmp_path: Path, mlflow_client: type) ->
     with pytest.raises(FloatingPointError):
         trainer.train()
     assert only_run(local_store(tmp_path / "run", mlflow_client)).info.status == "FAILED"
-
-
-def test_other_ranks_log_nothing(tmp_path: Path, mlflow_client: type) -> None:
-    engine = FakeEngine(rank=1, run_dir=tmp_path, phase_name="train", loss=torch.tensor(0.5))
-    hook = MlflowHook(log_frequency=1).attach(engine)
-    engine.fire_event(SSLEvents.ON_START)
-    engine.step(train=True)
-    engine.fire_event(SSLEvents.ON_PHASE_END)
-    engine.fire_event(SSLEvents.ON_END)
-    assert hook.client is None and hook.run_id is None
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_enabling_it_without_the_package_is_a_config_error_naming_the_extra(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *args: None if name == "mlflow" else find_spec(name, *args),
-    )
-    recipe = str(ROOT / "configs" / "simclr_digits.yaml")
-    run_dir = tmp_path / "run"
-    assert main(["validate", recipe, "hooks.mlflow.enabled=true", f"checkpoint.dir={run_dir}"]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "hookbus validate: error: hooks.mlflow.enabled: the mlflow package is not installed; "
-        "pip install 'hookbus[mlflow]'"
-    )
-    assert not run_dir.exists()

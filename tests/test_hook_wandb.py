@@ -6,7 +6,6 @@ Skipped when the wandb extra is not installed; ``make test`` installs it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import struct
 from collections.abc import Iterator
@@ -16,8 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents, SSLTrainer, default_hooks
-from hookbus.cli import main
+from hookbus import HOOKS, Config, Priority, SSLTrainer, default_hooks
 from hookbus.engine.priorities import priority_label
 from hookbus.hooks.wandb_tracker import WandbHook
 from tests.conftest import tiny_config
@@ -204,33 +202,3 @@ def test_a_failed_run_is_finished_as_failed(tmp_path: Path, wandb_env: None) -> 
 def test_disabled_mode_opens_no_run(tmp_path: Path, wandb_env: None) -> None:
     train(tmp_path / "run", num_epochs=1, wandb={**WANDB, "mode": "disabled"})
     assert not (tmp_path / "run" / "wandb").exists()
-
-
-def test_other_ranks_log_nothing(tmp_path: Path, wandb_env: None) -> None:
-    engine = FakeEngine(rank=1, run_dir=tmp_path, phase_name="train", loss=torch.tensor(0.5))
-    hook = WandbHook(log_frequency=1, mode="offline").attach(engine)
-    engine.fire_event(SSLEvents.ON_START)
-    engine.step(train=True)
-    engine.fire_event(SSLEvents.ON_PHASE_END)
-    engine.fire_event(SSLEvents.ON_END)
-    assert hook.run is None and hook.run_id is None
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_enabling_it_without_the_package_is_a_config_error_naming_the_extra(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "wandb" else find_spec(name, *a),
-    )
-    recipe = str(ROOT / "configs" / "simclr_digits.yaml")
-    run_dir = tmp_path / "run"
-    assert main(["validate", recipe, "hooks.wandb.enabled=true", f"checkpoint.dir={run_dir}"]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "hookbus validate: error: hooks.wandb.enabled: the wandb package is not installed; "
-        "pip install 'hookbus[wandb]'"
-    )
-    assert not run_dir.exists()
