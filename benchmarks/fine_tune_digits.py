@@ -13,15 +13,13 @@ one (from ``metrics.json``), and the wall time of each run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.linear_eval_digits import ROOT, train
+from benchmarks.linear_eval_digits import parse_args, runs_from_both_starts
 
 
 def held_out_phases(run_dir: Path) -> list[tuple[int, dict]]:
@@ -35,21 +33,10 @@ def held_out_phases(run_dir: Path) -> list[tuple[int, dict]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", type=Path, help="a pretraining checkpoint to start from")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "fine_tune_digits_bench")
-    args = parser.parse_args()
-    checkpoint = args.checkpoint
-    if checkpoint is None:
-        train("simclr_digits.yaml", args.out / "simclr")
-        checkpoint = args.out / "simclr" / "checkpoint.torch"
-    starts = {"SimCLR checkpoint": str(checkpoint.resolve()), "random init": "null"}
+    args = parse_args(__doc__, "fine_tune_digits_bench")
     header = None
-    for name, start in starts.items():
-        run_dir = args.out / ("from_checkpoint" if start != "null" else "from_random_init")
-        began = time.perf_counter()
-        train("fine_tune_digits.yaml", run_dir, f"model.fine_tune.checkpoint={start}")
-        seconds = time.perf_counter() - began
+    runs = runs_from_both_starts("fine_tune_digits.yaml", "model.fine_tune.checkpoint", args)
+    for name, run_dir, seconds in runs:
         phases = held_out_phases(run_dir)
         if header is None:
             epochs = " / ".join(str(epoch) for epoch, _ in phases)

@@ -17,6 +17,8 @@ import json
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,21 +39,40 @@ def last_test_metrics(run_dir: Path) -> dict:
     return [entry for entry in rows if not entry["train"]][-1]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(doc: str, default_out: str) -> argparse.Namespace:
+    """The command line of a from-checkpoint benchmark: ``--checkpoint`` (a pretraining
+    checkpoint; trained from the SimCLR digits recipe when absent) and ``--out``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, help="a pretraining checkpoint to start from")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "linear_eval_digits")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / default_out)
+    return parser.parse_args()
+
+
+def runs_from_both_starts(
+    recipe: str, checkpoint_key: str, args: argparse.Namespace
+) -> Iterator[tuple[str, Path, float]]:
+    """Train ``recipe`` from the pretraining checkpoint (``args.checkpoint``, or the SimCLR
+    digits recipe trained first into ``args.out/simclr``) and then with the config key
+    ``checkpoint_key`` set to null (the same backbone at random init); after each run
+    yield its name, its run directory and its wall seconds."""
     checkpoint = args.checkpoint
     if checkpoint is None:
         train("simclr_digits.yaml", args.out / "simclr")
         checkpoint = args.out / "simclr" / "checkpoint.torch"
     starts = {"SimCLR checkpoint": str(checkpoint.resolve()), "random init": "null"}
-    print("| backbone | linear top-1 | linear top-5 | kNN top-1 |")
-    print("|---|---|---|---|")
     for name, start in starts.items():
         run_dir = args.out / ("from_checkpoint" if start != "null" else "from_random_init")
-        train("linear_eval_digits.yaml", run_dir, f"model.linear_eval.checkpoint={start}")
+        began = time.perf_counter()
+        train(recipe, run_dir, f"{checkpoint_key}={start}")
+        yield name, run_dir, time.perf_counter() - began
+
+
+def main() -> int:
+    args = parse_args(__doc__, "linear_eval_digits")
+    print("| backbone | linear top-1 | linear top-5 | kNN top-1 |")
+    print("|---|---|---|---|")
+    runs = runs_from_both_starts("linear_eval_digits.yaml", "model.linear_eval.checkpoint", args)
+    for name, run_dir, _ in runs:
         metrics = last_test_metrics(run_dir)
         print(
             f"| {name} | {metrics['top1']:.4f} | {metrics['top5']:.4f} "
