@@ -5,15 +5,13 @@
 
 with ``q`` the L2-normalised predictions of the online network, ``k`` the L2-normalised
 projections of the momentum encoder (no gradient) and ``j`` over the keys of the whole
-global batch. Also run as a ``torchrun`` script by the distributed test below: each rank
-computes the loss on its shard of a fixed global batch and saves the loss and its
-gradients.
+global batch. On two gloo ranks, each holding its shard of a fixed global batch, the
+loss and gradients are those of one process on the whole batch.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,9 +25,12 @@ from hookbus.parts.losses import MocoV3Loss, build_loss
 from hookbus.parts.models import build_model
 from hookbus.parts.optim import build_optimizer
 from tests.loss_reference import (
+    ShardedLoss,
     assert_same_value_and_gradients,
     log_softmax_entry,
+    on_two_ranks,
     tensors,
+    two_rank_results,
     unit,
 )
 from tests.tiny_data import tiny_recipe, train_tiny
@@ -139,54 +140,25 @@ def test_a_bad_temperature_or_key_is_rejected_naming_its_path() -> None:
         validate_config(moco_v3_config(queue_size=10))
 
 
-def global_batch() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def global_batch() -> dict[str, list[torch.Tensor]]:
+    """Predictions and momentum keys of a global batch, the same on every rank."""
     generator = torch.Generator().manual_seed(0)
     views = [torch.randn(GLOBAL_BATCH, DIM, generator=generator) for _ in range(4)]
-    return views[:2], views[2:]
+    return output(views[:2], views[2:])
 
 
-def rank_main(out: Path) -> None:
-    """One rank under torchrun: the loss of its shard and the gradients of the shard."""
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    shard = GLOBAL_BATCH // world
-    rows = slice(rank * shard, (rank + 1) * shard)
-    queries, keys = global_batch()
-    queries = [view[rows].clone().requires_grad_() for view in queries]
-    keys = [view[rows].clone() for view in keys]
-    loss = MocoV3Loss()(output(queries, keys), {})
-    loss.backward()
-    torch.save({"loss": loss.detach(), "grads": [q.grad for q in queries]}, out / f"rank{rank}.pt")
-    dist.destroy_process_group()
+# Each rank's queries see the keys of the whole batch, with the positive at the rank's
+# offset; the loss of the global batch is the mean of the shards'.
+SHARDED = ShardedLoss(lambda out: MocoV3Loss()(out, {}), global_batch, ("predictions",))
 
 
-def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
-    from tests.torchrun import torchrun
+@on_two_ranks
+def moco_v3_on_each_rank() -> dict:
+    return SHARDED.on_rank()
 
-    torchrun(str(ROOT / "tests" / "test_loss_moco_v3.py"), str(tmp_path), timeout=180)
-    queries, keys = global_batch()
-    queries = [view.clone().requires_grad_() for view in queries]
-    loss = MocoV3Loss()(output(queries, keys), {})
-    loss.backward()
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
-    # Each rank's queries see the keys of the whole batch, with the positive at the rank's
-    # offset; the loss of the global batch is the mean of the shards'. DDP averages the
-    # ranks' gradients.
-    assert torch.allclose((ranks[0]["loss"] + ranks[1]["loss"]) / 2, loss.detach(), atol=1e-6)
-    # Without the gather a shard sees only its own keys as negatives: another loss.
-    shard = GLOBAL_BATCH // 2
-    alone = MocoV3Loss()(output([q[shard:] for q in queries], [k[shard:] for k in keys]), {})
-    assert not torch.allclose(alone, ranks[1]["loss"], atol=1e-3)
-    for view, expected in enumerate(queries):
-        for rank, saved in enumerate(ranks):
-            torch.testing.assert_close(
-                saved["grads"][view] / 2,
-                expected.grad[rank * shard : (rank + 1) * shard],
-                atol=1e-6,
-                rtol=1e-5,
-            )
+
+def test_two_gloo_ranks_equal_one_process_on_the_whole_batch() -> None:
+    SHARDED.assert_ranks_match_one_process(two_rank_results(moco_v3_on_each_rank))
 
 
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
@@ -268,7 +240,3 @@ def test_the_vit_s16_recipe_trains_a_step_on_small_generated_images(tmp_path: Pa
     assert state.iteration == 1
     assert bool(state.loss.isfinite())
     assert not state.base_model.backbone.conv_proj.weight.requires_grad
-
-
-if __name__ == "__main__":
-    rank_main(Path(sys.argv[1]))

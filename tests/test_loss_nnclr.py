@@ -4,15 +4,14 @@ For views ``a != b``, with ``n_i = NN(z_i^a, Q)`` and ``p_k = p_k^b`` unit vecto
 
     loss_i = -log( exp(n_i . p_i / T) / sum_k exp(n_i . p_k / T) )
 
-the mean over the rows and the ordered pairs of views. Also run as a ``torchrun`` script
-by the distributed test below: each rank computes the loss on its shard of a fixed global
-batch and saves the loss and its gradients.
+the mean over the rows and the ordered pairs of views. On two gloo ranks, each holding
+its shard of a fixed global batch, the loss and gradients are those of one process on the
+whole batch.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,15 @@ import torch
 
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import NnclrLoss, build_loss
-from tests.loss_reference import assert_same_value_and_gradients, log_softmax_entry, tensors, unit
+from tests.loss_reference import (
+    ShardedLoss,
+    assert_same_value_and_gradients,
+    log_softmax_entry,
+    on_two_ranks,
+    tensors,
+    two_rank_results,
+    unit,
+)
 from tests.tiny_data import tiny_recipe, train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,56 +137,25 @@ def test_a_run_without_a_predictor_is_rejected() -> None:
         validate_config({"loss": {"name": "nnclr"}})
 
 
-def global_batch() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Neighbours and predictions of the global batch, per view."""
+def global_batch() -> dict[str, list[torch.Tensor]]:
+    """Neighbours and predictions of the global batch, per view, the same on every rank."""
     generator = torch.Generator().manual_seed(0)
     views = [torch.randn(GLOBAL_BATCH, DIM, generator=generator) for _ in range(4)]
-    return views[:2], views[2:]
+    return output(views[:2], views[2:])
 
 
-def rank_main(out: Path) -> None:
-    """One rank under torchrun: the loss of its shard and the gradients of the shard."""
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    rows = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
-    neighbours, predictions = global_batch()
-    shards = [p[rows].clone().requires_grad_() for p in predictions]
-    loss = NnclrLoss(0.1)(output([n[rows] for n in neighbours], shards), {})
-    loss.backward()
-    torch.save({"loss": loss.detach(), "grads": [p.grad for p in shards]}, out / f"rank{rank}.pt")
-    dist.destroy_process_group()
+# Each rank's rows are scored against the gathered predictions of both ranks: the mean of
+# the ranks' losses is the loss of the global batch.
+SHARDED = ShardedLoss(lambda out: NnclrLoss(0.1)(out, {}), global_batch, ("predictions",))
 
 
-def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
-    from tests.torchrun import torchrun
+@on_two_ranks
+def nnclr_on_each_rank() -> dict:
+    return SHARDED.on_rank()
 
-    torchrun(str(ROOT / "tests" / "test_loss_nnclr.py"), str(tmp_path), timeout=180)
-    neighbours, predictions = global_batch()
-    predictions = [p.clone().requires_grad_() for p in predictions]
-    loss = NnclrLoss(0.1)(output(neighbours, predictions), {})
-    loss.backward()
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
-    # Each rank's rows are scored against the gathered predictions of both ranks: the
-    # mean of the ranks' losses is the loss of the global batch.
-    torch.testing.assert_close((ranks[0]["loss"] + ranks[1]["loss"]) / 2, loss.detach())
-    # Without the gather, a shard has fewer negatives and a different loss.
-    half = slice(0, GLOBAL_BATCH // 2)
-    alone = NnclrLoss(0.1)(
-        output([n[half] for n in neighbours], [p[half] for p in predictions]), {}
-    )
-    assert not torch.allclose(alone, ranks[0]["loss"], atol=1e-3)
-    shard = GLOBAL_BATCH // 2
-    for view, expected in enumerate(predictions):
-        for rank, saved in enumerate(ranks):
-            # DDP averages the ranks' gradients.
-            torch.testing.assert_close(
-                saved["grads"][view] / 2,
-                expected.grad[rank * shard : (rank + 1) * shard],
-                atol=1e-6,
-                rtol=1e-5,
-            )
+
+def test_two_gloo_ranks_equal_one_process_on_the_whole_batch() -> None:
+    SHARDED.assert_ranks_match_one_process(two_rank_results(nnclr_on_each_rank))
 
 
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
@@ -196,7 +172,3 @@ def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) 
     support = next(hook for hook in state.hooks if hook.name == "nnclr_support")
     # 3 steps of 8 first-view embeddings into 20 rows: full, the write position wrapped.
     assert (support.buffer.filled, support.buffer.position) == (20, 4)
-
-
-if __name__ == "__main__":
-    rank_main(Path(sys.argv[1]))

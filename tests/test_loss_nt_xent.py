@@ -1,4 +1,4 @@
-"""NT-Xent against a direct loop-based reference, in one process and over simulated ranks."""
+"""NT-Xent against a direct loop-based reference, in one process and on two gloo ranks."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from itertools import combinations
 import pytest
 import torch
 
-import hookbus.parts.losses.nt_xent as nt_xent
 from hookbus import LOSSES, Config
 from hookbus.parts.losses import NTXentLoss, build_loss
+from tests.loss_reference import ShardedLoss, on_two_ranks, two_rank_results
 
 
 def reference_pair(first: torch.Tensor, second: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -89,27 +89,26 @@ def test_registry_builds_the_configured_loss() -> None:
     assert "nt_xent" in LOSSES
 
 
-def test_ranks_use_global_negatives(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two ranks simulated in one process: the gather returns the global batch, so
-    gradients reach every rank's embeddings as its backward would send them."""
-    world_size, size = 2, 4
-    views = embeddings(2, size=world_size * size)
-    monkeypatch.setattr(nt_xent.distributed, "is_distributed", lambda: True)
-    losses = []
-    for rank in range(world_size):
-        monkeypatch.setattr(nt_xent.distributed, "rank", lambda rank=rank: rank)
-        local = [view[rank * size : (rank + 1) * size] for view in views]
-        gathered = iter([nt_xent.F.normalize(view, dim=1) for view in views])
+def global_embeddings() -> dict[str, list[torch.Tensor]]:
+    """Two views of a global batch of 8, the same on every rank."""
+    return {"embeddings": [view.detach() for view in embeddings(2, size=8)]}
 
-        def gather_next(_local: torch.Tensor, gathered=gathered) -> torch.Tensor:
-            return next(gathered)
 
-        monkeypatch.setattr(nt_xent.distributed, "all_gather_cat_with_gradient", gather_next)
-        losses.append(NTXentLoss(0.5)({"embeddings": local}, {}))
-    expected = reference(views, 0.5)
-    torch.testing.assert_close(sum(losses) / world_size, expected, atol=1e-5, rtol=0)
-    # DDP averages the ranks' gradients: the mean of the rank losses' gradients
-    got = torch.autograd.grad(sum(losses) / world_size, views)
-    want = torch.autograd.grad(expected, views)
-    for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g, w, atol=1e-5, rtol=0)
+# The gather returns the global batch, so each rank's samples are classified among every
+# rank's, and gradients reach every rank's embeddings as its backward sends them.
+SHARDED = ShardedLoss(
+    lambda out: NTXentLoss(0.5)(out, {}),
+    global_embeddings,
+    ("embeddings",),
+    reference=lambda out: reference(out["embeddings"], 0.5),
+)
+
+
+@on_two_ranks
+def nt_xent_on_each_rank() -> dict:
+    return SHARDED.on_rank()
+
+
+def test_two_gloo_ranks_use_global_negatives() -> None:
+    ranks = two_rank_results(nt_xent_on_each_rank)
+    SHARDED.assert_ranks_match_one_process(ranks, atol=1e-5, rtol=0)

@@ -2,13 +2,12 @@
 
     ``loss = lambda * s(Z, Z') + mu * (v(Z) + v(Z')) + nu * (c(Z) + c(Z'))``
 
-Also run as a ``torchrun`` script by the distributed test below: each rank computes the
-loss on its shard of a fixed global batch and saves the loss and its gradients.
+On two gloo ranks, each holding its shard of a fixed global batch, the loss and gradients
+are those of one process on the whole batch.
 """
 
 from __future__ import annotations
 
-import sys
 from itertools import combinations
 from pathlib import Path
 
@@ -17,7 +16,13 @@ import torch
 
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import VicregLoss, build_loss
-from tests.loss_reference import assert_same_value_and_gradients, tensors
+from tests.loss_reference import (
+    ShardedLoss,
+    assert_same_value_and_gradients,
+    on_two_ranks,
+    tensors,
+    two_rank_results,
+)
 from tests.tiny_data import tiny_recipe, train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,48 +132,26 @@ def test_negative_coefficients_are_rejected() -> None:
         validate_config({"loss": {"name": "vicreg", "vicreg": {"cov_coeff": -1}}})
 
 
-def global_views() -> list[torch.Tensor]:
+def global_views() -> dict[str, list[torch.Tensor]]:
+    """The embeddings of the global batch, per view, the same on every rank."""
     generator = torch.Generator().manual_seed(0)
-    return [torch.randn(GLOBAL_BATCH, DIM, generator=generator) * 0.7 for _ in range(2)]
+    views = [torch.randn(GLOBAL_BATCH, DIM, generator=generator) * 0.7 for _ in range(2)]
+    return {"embeddings": views}
 
 
-def rank_main(out: Path) -> None:
-    """One rank under torchrun: the loss of its shard and the gradients of the shard."""
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    shard = GLOBAL_BATCH // world
-    views = [v[rank * shard : (rank + 1) * shard].clone().requires_grad_() for v in global_views()]
-    loss = VicregLoss()({"embeddings": views}, {})
-    loss.backward()
-    torch.save({"loss": loss.detach(), "grads": [v.grad for v in views]}, out / f"rank{rank}.pt")
-    dist.destroy_process_group()
+# Variance and covariance see the gathered batch on both ranks; the invariance of the
+# global batch is the mean of the shards'.
+SHARDED = ShardedLoss(lambda out: VicregLoss()(out, {}), global_views, ("embeddings",))
 
 
-def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
-    from tests.torchrun import torchrun
+@on_two_ranks
+def vicreg_on_each_rank() -> dict:
+    return SHARDED.on_rank()
 
-    torchrun(str(ROOT / "tests" / "test_loss_vicreg.py"), str(tmp_path), timeout=180)
-    views = [view.clone().requires_grad_() for view in global_views()]
-    loss = VicregLoss()({"embeddings": views}, {})
-    loss.backward()
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
-    # Variance and covariance see the gathered batch on both ranks; the invariance of the
-    # global batch is the mean of the shards'. DDP averages the ranks' gradients.
-    assert torch.allclose((ranks[0]["loss"] + ranks[1]["loss"]) / 2, loss.detach(), atol=1e-5)
-    # Without the gather, a shard's variance and covariance differ from the global ones.
-    alone = VicregLoss()({"embeddings": [v[: GLOBAL_BATCH // 2] for v in global_views()]}, {})
-    assert not torch.allclose(alone, ranks[0]["loss"], atol=1e-3)
-    shard = GLOBAL_BATCH // 2
-    for view, expected in enumerate(views):
-        for rank, saved in enumerate(ranks):
-            torch.testing.assert_close(
-                saved["grads"][view] / 2,
-                expected.grad[rank * shard : (rank + 1) * shard],
-                atol=1e-5,
-                rtol=1e-5,
-            )
+
+def test_two_gloo_ranks_equal_one_process_on_the_whole_batch() -> None:
+    ranks = two_rank_results(vicreg_on_each_rank)
+    SHARDED.assert_ranks_match_one_process(ranks, atol=1e-5, rtol=1e-5)
 
 
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
@@ -180,7 +163,3 @@ def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) 
     )
     assert cfg.loss.name == "vicreg"
     train_tiny(cfg)
-
-
-if __name__ == "__main__":
-    rank_main(Path(sys.argv[1]))
