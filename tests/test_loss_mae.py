@@ -1,5 +1,6 @@
-"""MAE: the loss against its equation written out element by element, the random masking,
-the encoder on the visible patches, the model built from the config, and a tiny run.
+"""MAE: the loss against its equation written out element by element, the random masking
+(on two gloo ranks too), the encoder on the visible patches, the model built from the
+config, and a tiny run.
 
     ``loss = sum_i sum_n m_in * (1/P) sum_p (x_inp - t_inp)^2 / sum_i sum_n m_in``
 
@@ -25,7 +26,6 @@ from hookbus.engine.errors import ConfigError
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.parts.losses import MaeLoss, build_loss
 from hookbus.parts.models import BACKBONES, MaskedAutoencoder, build_model
-from hookbus.parts.models import mae as mae_module
 from hookbus.parts.models.mae import (
     kept_patches,
     mask_noise,
@@ -34,7 +34,7 @@ from hookbus.parts.models.mae import (
     sincos_position_embedding,
 )
 from tests.conftest import tiny_config
-from tests.loss_reference import assert_same_value_and_gradients
+from tests.loss_reference import assert_same_value_and_gradients, on_two_ranks, two_rank_results
 from tests.tiny_data import tiny_recipe, train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,14 +142,43 @@ def test_masks_come_from_the_global_generator_and_repeat_from_its_state() -> Non
     assert not torch.equal(first[1], second[1])
 
 
-def test_each_rank_masks_its_rows_of_the_global_draw(monkeypatch: pytest.MonkeyPatch) -> None:
-    torch.manual_seed(1)
-    whole = torch.rand(2 * 3, 16)
-    monkeypatch.setattr(mae_module.distributed, "world_size", lambda: 2)
-    for rank in range(2):
-        monkeypatch.setattr(mae_module.distributed, "rank", lambda rank=rank: rank)
-        torch.manual_seed(1)
-        assert torch.equal(mask_noise(3, 16, "cpu"), whole[rank * 3 : (rank + 1) * 3])
+MASK_SEED, RANK_BATCH = 0, 4
+
+
+def masks_of_two_steps(batch: int) -> dict[str, torch.Tensor]:
+    """The masks ``[2, batch, 16]`` of two steps of the tiny MAE (seeded as the trainer
+    seeds every rank: the same seed), and the second step's again, drawn after restoring
+    the generator state saved after the first step, as a resumed run does."""
+    torch.manual_seed(MASK_SEED)
+    model = build_model(mae_config(Path("runs/unused"))).eval()
+    views = {"views": [torch.zeros(batch, 1, 8, 8)]}
+    with torch.no_grad():
+        first = model(views)["mask"]
+        saved = torch.get_rng_state()
+        second = model(views)["mask"]
+        torch.set_rng_state(saved)
+        again = model(views)["mask"]
+    return {"masks": torch.stack([first, second]), "again": again}
+
+
+@on_two_ranks
+def mae_masks_on_each_rank() -> dict[str, torch.Tensor]:
+    return masks_of_two_steps(RANK_BATCH)
+
+
+def test_two_gloo_ranks_mask_their_rows_of_one_global_draw() -> None:
+    ranks = two_rank_results(mae_masks_on_each_rank)
+    whole = masks_of_two_steps(2 * RANK_BATCH)  # one process on the global batch
+    for rank, saved in enumerate(ranks):
+        # Step after step, a rank's masks are its rows of one process's draw.
+        rows = slice(rank * RANK_BATCH, (rank + 1) * RANK_BATCH)
+        assert torch.equal(saved["masks"], whole["masks"][:, rows])
+        # The generator state restored, the second step draws the same masks again.
+        assert torch.equal(saved["again"], saved["masks"][1])
+    masks = torch.cat([saved["masks"] for saved in ranks], dim=1).flatten(0, 1)
+    assert masks.sum(dim=1).tolist() == [12.0] * len(masks)  # 0.75 of 16 patches each
+    # Different on each rank, for each sample and at each step: 16 different masks.
+    assert len({tuple(row.tolist()) for row in masks}) == 2 * 2 * RANK_BATCH
 
 
 def build_vit() -> nn.Module:
