@@ -211,11 +211,26 @@ class ViTConfig(Section):
         description="keep the patch embedding (conv_proj) at its random init: no gradient, "
         "no update (MoCo v3's random patch projection, for stability)",
     )
+    position_embedding: Literal["learned", "sincos"] = Field(
+        "learned",
+        description="the encoder's position embedding: learned (torchvision's), or sincos, "
+        "the fixed 2-D sine-cosine table of MoCo v3 and MAE (frozen; kept under "
+        "torchvision's key; the width a multiple of 4)",
+    )
+    patch_embedding_init: Literal["torchvision", "xavier_uniform"] = Field(
+        "torchvision",
+        description="init of the patch embedding (conv_proj): torchvision's truncated normal, "
+        "or xavier_uniform over the kernel as a Linear layer, bias zero (MoCo v3, MAE)",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:
         if self.width is not None and self.heads is not None and self.width % self.heads:
             raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
+        if self.position_embedding == "sincos" and self.width is not None and self.width % 4:
+            raise ValueError(
+                f"position_embedding sincos needs a width divisible by 4, not {self.width}"
+            )
         return self
 
 
@@ -252,6 +267,12 @@ class HeadConfig(Section):
         description="projection MLP sizes, input first",
     )
     batch_norm: bool = Field(True, description="BatchNorm after each hidden layer")
+    output_batch_norm: Literal["none", "affine", "no_affine"] = Field(
+        "none",
+        description="BatchNorm after the last layer (then without bias): affine with a "
+        "learned scale and shift (NNCLR), no_affine without (SimSiam, MoCo v3); none: a "
+        "plain Linear",
+    )
 
 
 class PredictorConfig(Section):
@@ -262,6 +283,11 @@ class PredictorConfig(Section):
         description="prediction MLP sizes, input first (= model.head.dims[-1]); empty: none",
     )
     batch_norm: bool = Field(True, description="BatchNorm after each hidden layer")
+    output_batch_norm: Literal["none", "affine", "no_affine"] = Field(
+        "none",
+        description="BatchNorm after the last layer (then without bias), as "
+        "model.head.output_batch_norm (MoCo v3's ViT predictor: no_affine)",
+    )
 
     @model_validator(mode="after")
     def _input_and_output(self) -> PredictorConfig:

@@ -26,13 +26,8 @@ from hookbus.engine.errors import ConfigError
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.parts.losses import MaeLoss, build_loss
 from hookbus.parts.models import BACKBONES, MaskedAutoencoder, build_model
-from hookbus.parts.models.mae import (
-    kept_patches,
-    mask_noise,
-    patchify,
-    random_masking,
-    sincos_position_embedding,
-)
+from hookbus.parts.models.mae import kept_patches, mask_noise, patchify, random_masking
+from hookbus.parts.models.vit import sincos_position_embedding
 from tests.conftest import tiny_config
 from tests.loss_reference import assert_same_value_and_gradients, on_two_ranks, two_rank_results
 from tests.tiny_data import tiny_recipe, train_tiny

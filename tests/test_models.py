@@ -50,6 +50,63 @@ def test_head_without_batch_norm() -> None:
     assert head(torch.randn(3, 8)).shape == (3, 4)
 
 
+def test_an_output_batch_norm_follows_a_bias_free_last_layer() -> None:
+    head = MLPHead([8, 6, 4], batch_norm=True, output_batch_norm="no_affine")
+    kinds = [type(layer) for layer in head.layers]
+    assert kinds == [nn.Linear, nn.BatchNorm1d, nn.ReLU, nn.Linear, nn.BatchNorm1d]
+    last, norm = head.layers[-2], head.layers[-1]
+    assert last.bias is None and not norm.affine and norm.num_features == 4
+    affine = MLPHead([8, 6, 4], batch_norm=True, output_batch_norm="affine").layers[-1]
+    assert affine.affine and affine.weight.shape == (4,)
+    assert "layers.4.running_mean" in head.state_dict()
+
+
+def test_the_output_batch_norm_standardises_each_output_over_the_batch() -> None:
+    torch.manual_seed(0)
+    features = torch.randn(64, 8) * 3 + 5
+    plain = MLPHead([8, 6, 4], batch_norm=False)(features)
+    assert plain.mean(dim=0).abs().max() > 0.05
+    torch.manual_seed(0)
+    head = MLPHead([8, 6, 4], batch_norm=False, output_batch_norm="no_affine")
+    out = head(features)  # train mode: the batch's own statistics
+    torch.testing.assert_close(out.mean(dim=0), torch.zeros(4), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.var(dim=0, unbiased=False), torch.ones(4), atol=1e-3, rtol=0)
+    # The same layer weights: the output is the plain head's last Linear, standardised.
+    linear = head.layers[-2](head.layers[1](head.layers[0](features)))
+    standard = (linear - linear.mean(0)) / torch.sqrt(linear.var(0, unbiased=False) + 1e-5)
+    torch.testing.assert_close(out, standard, atol=1e-5, rtol=1e-5)
+    affine = MLPHead([8, 6, 4], batch_norm=False, output_batch_norm="affine")
+    with torch.no_grad():
+        affine.layers[-1].weight.fill_(2.0)
+        affine.layers[-1].bias.fill_(-1.0)
+    torch.testing.assert_close(
+        affine(features).mean(dim=0), torch.full((4,), -1.0), atol=1e-5, rtol=0
+    )
+
+
+def test_a_bad_output_batch_norm_is_refused() -> None:
+    with pytest.raises(ValueError, match="none, affine or no_affine"):
+        MLPHead([8, 4], batch_norm=True, output_batch_norm="yes")  # type: ignore[arg-type]
+
+
+def test_the_heads_output_batch_norm_comes_from_the_config() -> None:
+    cfg = Config.model_validate(
+        {
+            "model": {
+                "head": {"dims": [128, 64, 16], "output_batch_norm": "affine"},
+                "predictor": {"dims": [16, 32, 16], "output_batch_norm": "no_affine"},
+            }
+        }
+    )
+    net = build_model(cfg)
+    assert isinstance(net.head.layers[-1], nn.BatchNorm1d) and net.head.layers[-1].affine
+    assert isinstance(net.predictor.layers[-1], nn.BatchNorm1d)
+    assert not net.predictor.layers[-1].affine
+    assert isinstance(build_model(Config()).head.layers[-1], nn.Linear)  # none by default
+    with pytest.raises(ValueError, match="output_batch_norm"):
+        Config.model_validate({"model": {"head": {"output_batch_norm": "last"}}})
+
+
 def test_forward_runs_the_backbone_once_on_all_views() -> None:
     net = model()
     calls: list[int] = []

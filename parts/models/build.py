@@ -90,6 +90,8 @@ def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
             sizes,
             in_channels=cfg.in_channels,
             freeze_patch_embedding=vit.freeze_patch_embedding,
+            position_embedding=vit.position_embedding,
+            patch_embedding_init=vit.patch_embedding_init,
         )
     except ValueError as exc:
         raise ValueError(f"{name}: {exc} (model.backbone.vit, data.image_size)") from None
@@ -213,10 +215,15 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
                 f"model.predictor.dims[0] is {model_cfg.predictor.dims[0]} but the head gives "
                 f"{head_dims[-1]}; set it to model.head.dims[-1]"
             )
-        predictor = MLPHead(model_cfg.predictor.dims, model_cfg.predictor.batch_norm)
+        predictor = MLPHead(
+            model_cfg.predictor.dims,
+            model_cfg.predictor.batch_norm,
+            model_cfg.predictor.output_batch_norm,
+        )
     prototypes = None
     if model_cfg.prototypes.count:
         prototypes = Prototypes(
             head_dims[-1], model_cfg.prototypes.count, model_cfg.prototypes.weight_norm
         )
-    return SSLModel(backbone, MLPHead(head_dims, model_cfg.head.batch_norm), predictor, prototypes)
+    head = MLPHead(head_dims, model_cfg.head.batch_norm, model_cfg.head.output_batch_norm)
+    return SSLModel(backbone, head, predictor, prototypes)

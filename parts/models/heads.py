@@ -3,30 +3,50 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+OutputBatchNorm = Literal["none", "affine", "no_affine"]
+"""BatchNorm on an MLP's output: none, with a learned scale and shift (NNCLR's projector),
+or without them (SimSiam's projector, MoCo v3's projectors and ViT predictor)."""
 
 
 class MLPHead(nn.Module):
     """Linear layers between consecutive ``dims``; each hidden layer is followed by
     BatchNorm1d (when ``batch_norm``) and ReLU, the last layer is a plain Linear.
 
-    It serves as projection head (SimCLR, MoCo, BYOL, SwAV, DINO, Barlow Twins) and as
-    BYOL's prediction head."""
+    With ``output_batch_norm`` other than ``"none"`` the last Linear (without bias: the
+    BatchNorm's mean removes it) is followed by a BatchNorm1d, with (``"affine"``) or
+    without (``"no_affine"``) a learned scale and shift, and no ReLU. It serves as
+    projection head (SimCLR, MoCo, BYOL, SwAV, DINO, Barlow Twins, MoCo v3, SimSiam,
+    NNCLR) and as prediction head (BYOL, MoCo v3, SimSiam, NNCLR)."""
 
-    def __init__(self, dims: list[int], batch_norm: bool) -> None:
+    def __init__(
+        self, dims: list[int], batch_norm: bool, output_batch_norm: OutputBatchNorm = "none"
+    ) -> None:
         super().__init__()
         if len(dims) < 2:
             raise ValueError(f"MLPHead needs at least an input and an output size, got {dims}")
+        if output_batch_norm not in ("none", "affine", "no_affine"):
+            raise ValueError(
+                f"output_batch_norm must be none, affine or no_affine, got {output_batch_norm!r}"
+            )
         layers: list[nn.Module] = []
+        last = len(dims) - 2
         for index, (size_in, size_out) in enumerate(pairwise(dims)):
-            layers.append(nn.Linear(size_in, size_out))
-            if index < len(dims) - 2:
+            if index < last:
+                layers.append(nn.Linear(size_in, size_out))
                 if batch_norm:
                     layers.append(nn.BatchNorm1d(size_out))
                 layers.append(nn.ReLU(inplace=True))
+            elif output_batch_norm == "none":
+                layers.append(nn.Linear(size_in, size_out))
+            else:
+                layers.append(nn.Linear(size_in, size_out, bias=False))
+                layers.append(nn.BatchNorm1d(size_out, affine=output_batch_norm == "affine"))
         self.layers = nn.Sequential(*layers)
 
     def forward(self, features: Tensor) -> Tensor:

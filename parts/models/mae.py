@@ -11,7 +11,7 @@ from torchvision.models.vision_transformer import EncoderBlock
 from hookbus.engine import distributed
 from hookbus.engine.config import Config, MaeDecoderConfig
 from hookbus.parts.models.ssl_model import ModelOutput
-from hookbus.parts.models.vit import ViTBackbone
+from hookbus.parts.models.vit import ViTBackbone, sincos_position_embedding
 
 
 def kept_patches(num_patches: int, mask_ratio: float) -> int:
@@ -67,33 +67,6 @@ def patchify(images: Tensor, patch_size: int) -> Tensor:
     x = images[:, :, : grid_h * patch_size, : grid_w * patch_size]
     x = x.reshape(batch, channels, grid_h, patch_size, grid_w, patch_size)
     return x.permute(0, 2, 4, 3, 5, 1).reshape(batch, grid_h * grid_w, -1)
-
-
-def sincos_position_embedding(width: int, grid_h: int, grid_w: int) -> Tensor:
-    """Fixed 2-D sine-cosine position embedding ``[1, 1 + grid_h * grid_w, width]``.
-
-    A zero row for the class token, then one row per patch (row by row): a quarter of
-    the width holds ``sin`` and a quarter ``cos`` of the patch's row index times the
-    frequencies ``10000^(-k / (width / 4))``, ``k = 0 .. width / 4 - 1``, and the other
-    half the same of its column index. ``width`` must be a multiple of 4.
-    """
-    if width % 4:
-        raise ValueError(
-            f"the sine-cosine position embedding needs a width divisible by 4: {width}"
-        )
-    quarter = width // 4
-    frequencies = 1.0 / 10000 ** (torch.arange(quarter, dtype=torch.float64) / quarter)
-    rows, cols = torch.meshgrid(
-        torch.arange(grid_h, dtype=torch.float64),
-        torch.arange(grid_w, dtype=torch.float64),
-        indexing="ij",
-    )
-    row_angles = rows.reshape(-1, 1) * frequencies
-    col_angles = cols.reshape(-1, 1) * frequencies
-    grid = torch.cat(
-        [row_angles.sin(), row_angles.cos(), col_angles.sin(), col_angles.cos()], dim=1
-    )
-    return torch.cat([grid.new_zeros(1, width), grid]).float().unsqueeze(0)
 
 
 class MaeDecoder(nn.Module):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +19,14 @@ from torchvision.models.vision_transformer import VisionTransformer
 
 CLASSIFIER_PREFIX = "heads.head."
 """Keys of torchvision's classifier, which an exported ViT carries and the backbone lacks."""
+
+PositionEmbedding = Literal["learned", "sincos"]
+"""The encoder's position embedding: torchvision's learned one, or the fixed 2-D
+sine-cosine table of MoCo v3 and MAE."""
+
+PatchEmbeddingInit = Literal["torchvision", "xavier_uniform"]
+"""The patch embedding's init: torchvision's truncated normal over the fan-in, or Xavier
+uniform over the kernel seen as a Linear layer (MoCo v3, MAE)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,36 @@ VIT_PRESETS = {
 """The sizes of the registered ViT backbones, by backbone name."""
 
 
+def sincos_position_embedding(width: int, grid_h: int, grid_w: int) -> Tensor:
+    """Fixed 2-D sine-cosine position embedding ``[1, 1 + grid_h * grid_w, width]``.
+
+    A zero row for the class token, then one row per patch (row by row): a quarter of
+    the width holds ``sin`` and a quarter ``cos`` of the patch's row index times the
+    frequencies ``10000^(-k / (width / 4))``, ``k = 0 .. width / 4 - 1``, and the other
+    half the same of its column index. ``width`` must be a multiple of 4. The row half
+    comes first, as in MoCo v3's table; MAE's puts the column half first, a fixed
+    permutation of the channels that a network trained from its random init cannot tell
+    from this one.
+    """
+    if width % 4:
+        raise ValueError(
+            f"the sine-cosine position embedding needs a width divisible by 4: {width}"
+        )
+    quarter = width // 4
+    frequencies = 1.0 / 10000 ** (torch.arange(quarter, dtype=torch.float64) / quarter)
+    rows, cols = torch.meshgrid(
+        torch.arange(grid_h, dtype=torch.float64),
+        torch.arange(grid_w, dtype=torch.float64),
+        indexing="ij",
+    )
+    row_angles = rows.reshape(-1, 1) * frequencies
+    col_angles = cols.reshape(-1, 1) * frequencies
+    grid = torch.cat(
+        [row_angles.sin(), row_angles.cos(), col_angles.sin(), col_angles.cos()], dim=1
+    )
+    return torch.cat([grid.new_zeros(1, width), grid]).float().unsqueeze(0)
+
+
 class ViTBackbone(VisionTransformer):
     """torchvision's ``VisionTransformer`` without its classifier, for any image size.
 
@@ -55,10 +94,26 @@ class ViTBackbone(VisionTransformer):
     ``freeze_patch_embedding`` the patch embedding ``conv_proj`` keeps its random init
     (its parameters do not require gradients, so no optimizer updates them): MoCo v3's
     random patch projection.
+
+    ``position_embedding="sincos"`` fills ``encoder.pos_embedding`` with the fixed 2-D
+    sine-cosine table of :func:`sincos_position_embedding` (a zero row for the class
+    token) and freezes it: it stays a parameter under torchvision's key, so checkpoints
+    and exports keep it and torchvision's class loads it, but no gradient or optimizer
+    touches it (other grids interpolate it as they would a learned one). The width must
+    be a multiple of 4. ``patch_embedding_init="xavier_uniform"`` draws ``conv_proj``'s
+    kernel from Xavier's uniform distribution over the kernel seen as a Linear layer,
+    ``U(-a, a)`` with ``a = sqrt(6 / (in_channels * patch_size^2 + width))``, and zeroes
+    its bias (MoCo v3, MAE); torchvision's truncated normal otherwise.
     """
 
     def __init__(
-        self, sizes: ViTSizes, *, in_channels: int = 3, freeze_patch_embedding: bool = False
+        self,
+        sizes: ViTSizes,
+        *,
+        in_channels: int = 3,
+        freeze_patch_embedding: bool = False,
+        position_embedding: PositionEmbedding = "learned",
+        patch_embedding_init: PatchEmbeddingInit = "torchvision",
     ) -> None:
         if sizes.image_size % sizes.patch_size:
             raise ValueError(
@@ -67,6 +122,15 @@ class ViTBackbone(VisionTransformer):
             )
         if sizes.width % sizes.heads:
             raise ValueError(f"{sizes.heads} heads do not divide the width {sizes.width}")
+        if position_embedding not in ("learned", "sincos"):
+            raise ValueError(
+                f"position_embedding must be learned or sincos: {position_embedding!r}"
+            )
+        if patch_embedding_init not in ("torchvision", "xavier_uniform"):
+            raise ValueError(
+                f"patch_embedding_init must be torchvision or xavier_uniform: "
+                f"{patch_embedding_init!r}"
+            )
         super().__init__(
             image_size=sizes.image_size,
             patch_size=sizes.patch_size,
@@ -87,8 +151,17 @@ class ViTBackbone(VisionTransformer):
             nn.init.zeros_(conv.bias)
             self.conv_proj = conv
         self.heads = nn.Identity()
+        if patch_embedding_init == "xavier_uniform":
+            # As a Linear layer from a patch's pixels to the width: [width, C * p * p].
+            nn.init.xavier_uniform_(self.conv_proj.weight.view(sizes.width, -1))
+            nn.init.zeros_(self.conv_proj.bias)
         if freeze_patch_embedding:
             self.conv_proj.requires_grad_(False)
+        if position_embedding == "sincos":
+            side = sizes.image_size // sizes.patch_size
+            with torch.no_grad():
+                self.encoder.pos_embedding.copy_(sincos_position_embedding(sizes.width, side, side))
+            self.encoder.pos_embedding.requires_grad_(False)
 
     def position_embedding(self, grid_h: int, grid_w: int) -> Tensor:
         """The position embedding ``[1, 1 + grid_h * grid_w, width]`` for a patch grid."""
@@ -150,7 +223,9 @@ class ViTBackbone(VisionTransformer):
         side = math.isqrt(saved.shape[1] - 1)
         if saved.shape == own.shape or saved.shape != (1, side * side + 1, own.shape[2]):
             return
-        self.encoder.pos_embedding = nn.Parameter(torch.empty_like(saved, device=own.device))
+        self.encoder.pos_embedding = nn.Parameter(
+            torch.empty_like(saved, device=own.device), requires_grad=own.requires_grad
+        )
         self.image_size = side * self.patch_size
         self.sizes = replace(self.sizes, image_size=self.image_size)
 

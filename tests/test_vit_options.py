@@ -1,0 +1,137 @@
+"""The ViT options of MoCo v3 and MAE: the fixed 2-D sine-cosine position embedding and
+the Xavier-uniform patch embedding, against their formulas."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+from torchvision.models.vision_transformer import VisionTransformer
+
+from hookbus.engine.config import BackboneConfig
+from hookbus.engine.config_io import validate_config
+from hookbus.engine.errors import ConfigError
+from hookbus.parts.models import BACKBONES, build_model
+from hookbus.parts.models.build import zero_classifier_weights
+from hookbus.parts.models.vit import ViTBackbone, torchvision_vit
+from hookbus.parts.optim import build_optimizer
+
+# 8x8 images in 2x2 patches: a 4x4 grid; width 16, so a quarter of it is 4 frequencies.
+TINY_VIT = {"patch_size": 2, "width": 16, "depth": 1, "heads": 2, "mlp_dim": 16}
+
+
+def tiny(**vit: Any) -> ViTBackbone:
+    torch.manual_seed(0)
+    cfg = BackboneConfig(name="vit_tiny", in_channels=3, image_size=8, vit={**TINY_VIT, **vit})
+    return BACKBONES.get("vit_tiny")(cfg)
+
+
+def test_the_sincos_table_is_sin_and_cos_of_the_row_then_the_column() -> None:
+    table = tiny(position_embedding="sincos").encoder.pos_embedding.detach()
+    assert table.shape == (1, 1 + 16, 16)
+    assert torch.count_nonzero(table[0, 0]) == 0  # the class token's row
+    for row in range(4):
+        for col in range(4):
+            entry = table[0, 1 + row * 4 + col]
+            for k in range(4):
+                frequency = 10000 ** (-k / 4)
+                expected = [
+                    math.sin(row * frequency),
+                    math.cos(row * frequency),
+                    math.sin(col * frequency),
+                    math.cos(col * frequency),
+                ]
+                got = [float(entry[quarter * 4 + k]) for quarter in range(4)]
+                assert got == pytest.approx(expected, abs=1e-6)
+
+
+def tiny_config(**vit: Any) -> Any:
+    return validate_config(
+        {
+            "data": {"image_size": 8},
+            "model": {
+                "backbone": {"name": "vit_tiny", "in_channels": 1, "vit": {**TINY_VIT, **vit}},
+                "head": {"dims": [16, 16, 8]},
+            },
+            "optimizer": {"weight_decay": 0.1},
+        }
+    )
+
+
+def a_training_step(cfg: Any) -> tuple[torch.nn.Module, torch.Tensor, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    optimizer = build_optimizer(cfg, model)
+    before = model.backbone.encoder.pos_embedding.detach().clone()
+    views = [torch.randn(4, 1, 8, 8) for _ in range(2)]
+    torch.cat(model({"views": views})["embeddings"]).square().mean().backward()
+    optimizer.step()
+    return model, before, optimizer
+
+
+def test_the_sincos_table_stays_fixed_through_a_step_and_a_learned_one_moves() -> None:
+    model, before, optimizer = a_training_step(tiny_config(position_embedding="sincos"))
+    position = model.backbone.encoder.pos_embedding
+    optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    assert not position.requires_grad and id(position) not in optimized
+    assert position.grad is None
+    assert torch.equal(position, before)
+    learned, start, _ = a_training_step(tiny_config())
+    assert learned.backbone.encoder.pos_embedding.requires_grad
+    assert not torch.equal(learned.backbone.encoder.pos_embedding, start)
+
+
+def test_a_sincos_backbone_loads_into_torchvision_and_back_frozen() -> None:
+    net = tiny(position_embedding="sincos").eval()
+    weights = net.state_dict()
+    assert "encoder.pos_embedding" in weights  # a parameter under torchvision's key
+    backbone_cfg = BackboneConfig(name="vit_tiny")
+    weights |= zero_classifier_weights(backbone_cfg, weights, num_classes=10)
+    theirs = torchvision_vit(net.sizes, num_classes=10)
+    theirs.load_state_dict(weights)  # strict
+    assert isinstance(theirs, VisionTransformer)
+    images = torch.randn(2, 3, 8, 8)
+    theirs.heads = torch.nn.Identity()
+    with torch.no_grad():
+        torch.testing.assert_close(theirs.eval()(images), net(images))
+    # Loaded into a fresh sincos backbone (a resume), the table stays frozen, even when it
+    # comes with another grid.
+    again = tiny(position_embedding="sincos")
+    again.load_state_dict(net.state_dict())
+    assert not again.encoder.pos_embedding.requires_grad
+    wider = {**TINY_VIT, "position_embedding": "sincos"}
+    other_grid = BACKBONES.get("vit_tiny")(
+        BackboneConfig(name="vit_tiny", in_channels=3, image_size=16, vit=wider)
+    )
+    other_grid.load_state_dict(net.state_dict())
+    assert other_grid.encoder.pos_embedding.shape == (1, 17, 16)
+    assert not other_grid.encoder.pos_embedding.requires_grad
+
+
+def test_the_xavier_uniform_patch_embedding_fills_its_range() -> None:
+    # 3 channels of 2x2 patches into 64: fan in 12, fan out 64.
+    net = tiny(width=64, patch_embedding_init="xavier_uniform", heads=4)
+    weight = net.conv_proj.weight.detach()
+    bound = math.sqrt(6 / (3 * 2 * 2 + 64))
+    assert float(weight.abs().max()) <= bound
+    assert float(weight.abs().max()) > 0.95 * bound
+    assert float(weight.var()) == pytest.approx(bound**2 / 3, rel=0.15)
+    assert torch.count_nonzero(net.conv_proj.bias) == 0
+    # torchvision's truncated normal over the fan-in has another spread.
+    default = tiny(width=64, heads=4).conv_proj.weight.detach()
+    assert float(default.var()) > 1.5 * bound**2 / 3
+
+
+def test_the_options_come_from_the_config_and_bad_ones_are_refused() -> None:
+    net = build_model(
+        tiny_config(position_embedding="sincos", patch_embedding_init="xavier_uniform")
+    ).backbone
+    assert not net.encoder.pos_embedding.requires_grad
+    assert torch.count_nonzero(net.conv_proj.bias) == 0
+    narrow = {"width": 6, "heads": 2, "position_embedding": "sincos"}
+    with pytest.raises(ConfigError, match=r"model\.backbone\.vit.*divisible by 4"):
+        validate_config({"model": {"backbone": {"name": "vit_tiny", "vit": narrow}}}, "test")
+    with pytest.raises(ConfigError, match=r"model\.backbone\.vit\.patch_embedding_init"):
+        validate_config({"model": {"backbone": {"vit": {"patch_embedding_init": "he"}}}}, "test")
