@@ -518,6 +518,18 @@ class NnclrConfig(Section):
     )
 
 
+class CrossEntropyConfig(Section):
+    """The classification loss of linear evaluation and fine-tuning."""
+
+    label_smoothing: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="the target puts 1 - label_smoothing + label_smoothing / C on the label "
+        "and label_smoothing / C on each of the C classes' others (fine-tuning ViTs: 0.1)",
+    )
+
+
 class MaeConfig(Section):
     """MAE: reconstruct the pixels of randomly masked patches from the visible ones."""
 
@@ -548,6 +560,7 @@ class LossConfig(Section):
     vicreg: VicregConfig = Field(default_factory=VicregConfig)
     nnclr: NnclrConfig = Field(default_factory=NnclrConfig)
     mae: MaeConfig = Field(default_factory=MaeConfig)
+    cross_entropy: CrossEntropyConfig = Field(default_factory=CrossEntropyConfig)
 
 
 class OptimizerConfig(Section):

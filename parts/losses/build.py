@@ -96,8 +96,9 @@ def build_mae(cfg: LossConfig) -> MaeLoss:
 
 @LOSSES.register("cross_entropy")
 def build_cross_entropy(cfg: LossConfig) -> ClassificationLoss:
-    """:class:`ClassificationLoss` (linear evaluation)."""
-    return ClassificationLoss()
+    """:class:`ClassificationLoss` (linear evaluation, fine-tuning) with
+    ``loss.cross_entropy.label_smoothing``."""
+    return ClassificationLoss(cfg.cross_entropy.label_smoothing)
 
 
 def build_loss(cfg: Config) -> nn.Module:
