@@ -222,6 +222,14 @@ class ViTConfig(Section):
         description="init of the patch embedding (conv_proj): torchvision's truncated normal, "
         "or xavier_uniform over the kernel as a Linear layer, bias zero (MoCo v3, MAE)",
     )
+    drop_path: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="stochastic depth: in training each block's attention and MLP branches "
+        "are dropped per sample at a rate rising linearly to this at the last block "
+        "(fine-tuning ViT-B: 0.1); never in a forward without gradients (a momentum teacher)",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:

@@ -15,6 +15,7 @@ from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import ConfigError
 from hookbus.parts.models import BACKBONES, build_model
 from hookbus.parts.models.build import zero_classifier_weights
+from hookbus.parts.models.drop_path import DropPathBlock
 from hookbus.parts.models.vit import ViTBackbone, torchvision_vit
 from hookbus.parts.optim import build_optimizer
 
@@ -135,3 +136,50 @@ def test_the_options_come_from_the_config_and_bad_ones_are_refused() -> None:
         validate_config({"model": {"backbone": {"name": "vit_tiny", "vit": narrow}}}, "test")
     with pytest.raises(ConfigError, match=r"model\.backbone\.vit\.patch_embedding_init"):
         validate_config({"model": {"backbone": {"vit": {"patch_embedding_init": "he"}}}}, "test")
+
+
+def test_drop_path_keeps_the_weights_and_keys_and_rises_to_its_rate() -> None:
+    plain, dropping = tiny(depth=3), tiny(depth=3, drop_path=0.2)
+    assert [type(block) for block in dropping.encoder.layers] == [DropPathBlock] * 3
+    assert [block.rate for block in dropping.encoder.layers] == pytest.approx([0.0, 0.1, 0.2])
+    theirs, ours = plain.state_dict(), dropping.state_dict()
+    assert theirs.keys() == ours.keys()
+    assert all(torch.equal(theirs[key], ours[key]) for key in theirs)
+
+
+def branches(block: DropPathBlock, tokens: torch.Tensor, keep: tuple[float, float]) -> torch.Tensor:
+    """The block by hand with its attention and MLP branches scaled by ``keep``."""
+    x = block.ln_1(tokens)
+    x = block.self_attention(x, x, x, need_weights=False)[0] * keep[0] + tokens
+    return x + block.mlp(block.ln_2(x)) * keep[1]
+
+
+def test_drop_path_drops_each_samples_branches_in_training_only() -> None:
+    torch.manual_seed(1)
+    block = DropPathBlock(2, 16, 16, rate=0.5)
+    tokens = torch.randn(64, 5, 16)
+    with torch.no_grad():
+        plain = branches(block, tokens, (1.0, 1.0))
+        torch.testing.assert_close(block.eval()(tokens), plain)
+        torch.testing.assert_close(block.train()(tokens), plain)  # no gradients: no drop
+    out = block.train()(tokens).detach()
+    seen = set()
+    with torch.no_grad():
+        for sample in range(64):
+            for keep in ((0.0, 0.0), (0.0, 2.0), (2.0, 0.0), (2.0, 2.0)):
+                expected = branches(block, tokens[sample : sample + 1], keep)[0]
+                if torch.allclose(out[sample], expected, atol=1e-5):
+                    seen.add(keep)
+                    break
+            else:
+                pytest.fail(f"sample {sample}: neither branch kept at 1 / (1 - rate) nor dropped")
+    assert len(seen) == 4  # every combination of kept and dropped branches occurs
+
+
+def test_drop_path_comes_from_the_config_and_is_bounded() -> None:
+    net = build_model(tiny_config(drop_path=0.3)).backbone
+    assert [block.rate for block in net.encoder.layers] == [0.0]  # one block: rate 0 ... 0.3
+    deeper = build_model(tiny_config(drop_path=0.3, depth=2)).backbone
+    assert [block.rate for block in deeper.encoder.layers] == pytest.approx([0.0, 0.3])
+    with pytest.raises(ConfigError, match=r"model\.backbone\.vit\.drop_path"):
+        validate_config({"model": {"backbone": {"vit": {"drop_path": 1.0}}}}, "test")

@@ -8,8 +8,8 @@ import torch
 from torch import Tensor, nn
 from torchvision.models.vision_transformer import EncoderBlock
 
-from hookbus.engine import distributed
 from hookbus.engine.config import Config, MaeDecoderConfig
+from hookbus.parts.models.drop_path import global_batch_noise
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.vit import ViTBackbone, sincos_position_embedding
 
@@ -35,9 +35,7 @@ def mask_noise(batch: int, num_patches: int, device: torch.device | str) -> Tens
     own rows: the ranks' generators stay in step (same seed, same draws) while their
     masks differ.
     """
-    rank, world = distributed.rank(), distributed.world_size()
-    noise = torch.rand(world * batch, num_patches, device=device)
-    return noise[rank * batch : (rank + 1) * batch]
+    return global_batch_noise(batch, num_patches, device=device)
 
 
 def random_masking(noise: Tensor, keep_count: int) -> tuple[Tensor, Tensor, Tensor]:

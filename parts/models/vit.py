@@ -17,6 +17,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torchvision.models.vision_transformer import VisionTransformer
 
+from hookbus.parts.models.drop_path import add_drop_path
+
 CLASSIFIER_PREFIX = "heads.head."
 """Keys of torchvision's classifier, which an exported ViT carries and the backbone lacks."""
 
@@ -103,7 +105,10 @@ class ViTBackbone(VisionTransformer):
     be a multiple of 4. ``patch_embedding_init="xavier_uniform"`` draws ``conv_proj``'s
     kernel from Xavier's uniform distribution over the kernel seen as a Linear layer,
     ``U(-a, a)`` with ``a = sqrt(6 / (in_channels * patch_size^2 + width))``, and zeroes
-    its bias (MoCo v3, MAE); torchvision's truncated normal otherwise.
+    its bias (MoCo v3, MAE); torchvision's truncated normal otherwise. ``drop_path`` above
+    0 drops each block's branches per sample in training (stochastic depth,
+    :class:`~hookbus.parts.models.drop_path.DropPathBlock`), at a rate rising linearly to
+    ``drop_path`` at the last block; the weights and keys are those of the plain blocks.
     """
 
     def __init__(
@@ -114,6 +119,7 @@ class ViTBackbone(VisionTransformer):
         freeze_patch_embedding: bool = False,
         position_embedding: PositionEmbedding = "learned",
         patch_embedding_init: PatchEmbeddingInit = "torchvision",
+        drop_path: float = 0.0,
     ) -> None:
         if sizes.image_size % sizes.patch_size:
             raise ValueError(
@@ -162,6 +168,8 @@ class ViTBackbone(VisionTransformer):
             with torch.no_grad():
                 self.encoder.pos_embedding.copy_(sincos_position_embedding(sizes.width, side, side))
             self.encoder.pos_embedding.requires_grad_(False)
+        if drop_path:
+            add_drop_path(self.encoder.layers, drop_path)
 
     def position_embedding(self, grid_h: int, grid_w: int) -> Tensor:
         """The position embedding ``[1, 1 + grid_h * grid_w, width]`` for a patch grid."""
