@@ -255,6 +255,11 @@ class BackboneConfig(Section):
         description="resnet*: a 3x3 stride-1 first convolution and no max-pool, for small "
         "images (an export then needs the same stem in torchvision's model)",
     )
+    zero_init_residual: bool = Field(
+        False,
+        description="resnet18, resnet50: start the last BatchNorm of every residual block at "
+        "a zero scale, so each block starts as the identity (MoCo v3, SimSiam)",
+    )
     image_size: int | None = Field(
         None,
         ge=1,
@@ -266,6 +271,14 @@ class BackboneConfig(Section):
     vit: ViTConfig = Field(
         default_factory=ViTConfig, description="vit_*: sizes that override the preset's"
     )
+
+    @model_validator(mode="after")
+    def _zero_init_residual_on_resnets(self) -> BackboneConfig:
+        if self.zero_init_residual and self.name not in ("resnet18", "resnet50"):
+            raise ValueError(
+                f"zero_init_residual is an option of resnet18 and resnet50, not of {self.name!r}"
+            )
+        return self
 
 
 class HeadConfig(Section):

@@ -239,4 +239,10 @@ def test_the_vit_s16_recipe_trains_a_step_on_small_generated_images(tmp_path: Pa
     state = SSLTrainer(cfg, hooks=method_hooks(cfg)).train()
     assert state.iteration == 1
     assert bool(state.loss.isfinite())
-    assert not state.base_model.backbone.conv_proj.weight.requires_grad
+    backbone = state.base_model.backbone
+    assert not backbone.conv_proj.weight.requires_grad
+    # MoCo v3's ViT-S: 12 heads, the fixed sine-cosine table, BatchNorm ending both MLPs.
+    assert backbone.encoder.layers[0].num_heads == 12
+    assert not backbone.encoder.pos_embedding.requires_grad
+    for mlp in (state.base_model.head, state.base_model.predictor):
+        assert isinstance(mlp.layers[-1], torch.nn.BatchNorm1d) and not mlp.layers[-1].affine

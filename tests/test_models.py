@@ -156,3 +156,29 @@ def test_build_model_rejects_a_head_that_does_not_fit_the_backbone() -> None:
 def test_unknown_backbone_name_lists_the_known_ones() -> None:
     with pytest.raises(UnknownNameError, match="small_cnn"):
         BACKBONES.get("resnet")
+
+
+def test_zero_init_residual_starts_every_residual_block_as_the_identity() -> None:
+    cfg = Config.model_validate(
+        {"model": {"backbone": {"name": "resnet18", "zero_init_residual": True}}}
+    )
+    net = BACKBONES.get("resnet18")(cfg.model.backbone)
+    blocks = [
+        block for layer in (net.layer1, net.layer2, net.layer3, net.layer4) for block in layer
+    ]
+    assert len(blocks) == 8
+    assert all(torch.count_nonzero(block.bn2.weight) == 0 for block in blocks)
+    assert all(torch.equal(block.bn1.weight, torch.ones_like(block.bn1.weight)) for block in blocks)
+    first = net.layer1[0].eval()  # no downsampling: the block is relu(x + 0)
+    x = torch.rand(2, 64, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(first(x), x)
+    plain = BACKBONES.get("resnet18")(
+        Config().model.backbone.model_copy(update={"name": "resnet18"})
+    )
+    assert torch.equal(plain.layer1[0].bn2.weight, torch.ones(64))
+
+
+def test_zero_init_residual_is_refused_for_other_backbones() -> None:
+    with pytest.raises(ValueError, match="zero_init_residual is an option of resnet18"):
+        Config.model_validate({"model": {"backbone": {"zero_init_residual": True}}})

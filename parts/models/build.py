@@ -150,13 +150,23 @@ def build_small_cnn(cfg: BackboneConfig) -> SmallCNN:
 @BACKBONES.register("resnet18")
 def build_resnet18(cfg: BackboneConfig) -> nn.Module:
     """torchvision's ResNet-18 trunk (512 features), see :func:`build_resnet`."""
-    return build_resnet("resnet18", in_channels=cfg.in_channels, small_stem=cfg.small_stem)
+    return build_resnet(
+        "resnet18",
+        in_channels=cfg.in_channels,
+        small_stem=cfg.small_stem,
+        zero_init_residual=cfg.zero_init_residual,
+    )
 
 
 @BACKBONES.register("resnet50")
 def build_resnet50(cfg: BackboneConfig) -> nn.Module:
     """torchvision's ResNet-50 trunk (2048 features), see :func:`build_resnet`."""
-    return build_resnet("resnet50", in_channels=cfg.in_channels, small_stem=cfg.small_stem)
+    return build_resnet(
+        "resnet50",
+        in_channels=cfg.in_channels,
+        small_stem=cfg.small_stem,
+        zero_init_residual=cfg.zero_init_residual,
+    )
 
 
 def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
