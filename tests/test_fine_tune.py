@@ -215,7 +215,11 @@ def test_the_vit_s16_recipe_decays_the_rate_over_its_twelve_layers() -> None:
         ["model.fine_tune.checkpoint=null", "model.backbone.image_size=32"],
     )
     assert (cfg.model.fine_tune.layer_decay, cfg.optimizer.lr) == (0.75, 0.002)
-    scales = build_model(cfg).lr_scales()
+    assert (cfg.model.backbone.vit.drop_path, cfg.loss.cross_entropy.label_smoothing) == (0.1, 0.1)
+    model = build_model(cfg)
+    rates = [block.rate for block in model.backbone.encoder.layers]
+    assert rates == pytest.approx([0.1 * depth / 11 for depth in range(12)])
+    scales = model.lr_scales()
     assert min(scales.values()) == 0.75**13 and max(scales.values()) == 1.0
     assert scales["backbone.encoder.layers.encoder_layer_11.mlp.0.weight"] == 0.75
 

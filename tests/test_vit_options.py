@@ -4,6 +4,7 @@ the Xavier-uniform patch embedding, against their formulas."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,3 +184,25 @@ def test_drop_path_comes_from_the_config_and_is_bounded() -> None:
     assert [block.rate for block in deeper.encoder.layers] == pytest.approx([0.0, 0.3])
     with pytest.raises(ConfigError, match=r"model\.backbone\.vit\.drop_path"):
         validate_config({"model": {"backbone": {"vit": {"drop_path": 1.0}}}}, "test")
+
+
+def test_an_mae_run_with_drop_path_resumes_bit_exactly(tmp_path: Path) -> None:
+    from hookbus import SSLTrainer
+    from hookbus.hooks.checkpoint import CheckpointHook
+    from tests.test_loss_mae import TINY_MAE, mae_config
+    from tests.test_vit_backbone import StopAfterPhase
+
+    vit = {**TINY_MAE["model"]["backbone"]["vit"], "drop_path": 0.3}
+    backbone = {**TINY_MAE["model"]["backbone"], "vit": vit}
+
+    def run(folder: Path, *extra: Any) -> Any:
+        cfg = mae_config(folder, model={"backbone": backbone})
+        return SSLTrainer(cfg, hooks=[CheckpointHook(folder / "run"), *extra]).train()
+
+    straight = run(tmp_path / "straight")
+    with pytest.raises(RuntimeError, match="stopped"):
+        run(tmp_path / "resumed", StopAfterPhase(1))
+    resumed = run(tmp_path / "resumed")
+    assert resumed.resumed_from is not None and resumed.iteration == straight.iteration
+    first, second = straight.base_model.state_dict(), resumed.base_model.state_dict()
+    assert all(torch.equal(first[key], second[key]) for key in first)
