@@ -150,11 +150,24 @@ def _destroy_group() -> None:
 
 
 def check_device(cfg: Config) -> None:
-    """Raise a ConfigError when ``machine.device`` asks for CUDA and none is there."""
+    """Raise a ConfigError when ``machine.device`` or ``data.augment_device`` asks for
+    CUDA and none is there, or when the augmentations are to run on a GPU that the run
+    does not train on."""
     if cfg.machine.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError(
             "machine.device is 'cuda' but this machine has no CUDA device: use 'auto' or 'cpu'"
         )
+    if cfg.data.augment_device == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                "data.augment_device is 'cuda' but this machine has no CUDA device: use "
+                "'model' (the training device) or 'cpu'"
+            )
+        if cfg.machine.device == "cpu":
+            raise ConfigError(
+                "data.augment_device is 'cuda' but machine.device is 'cpu': the color "
+                "augmentations run on the training device; use 'model' or 'cpu'"
+            )
 
 
 def select_device(cfg: Config) -> torch.device:

@@ -39,7 +39,7 @@ from hookbus.engine.state import RunState
 from hookbus.engine.training_state import ResumePoint, restore_training_state
 from hookbus.hooks.defaults import default_hooks
 from hookbus.hooks.run_stats import phase_record
-from hookbus.parts.data import set_loader_epoch
+from hookbus.parts.data import finish_views, set_loader_epoch
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, initial_copy
 from hookbus.parts.task import check_component_names, prepare_task
 from hookbus.steps import get_train_step
@@ -367,6 +367,7 @@ class SSLTrainer:
             except StopIteration:
                 break
             fetched = clock()
+            batch = self._finish_views(batch)
             state.batch = batch
             state.output = None
             if train:
@@ -398,6 +399,15 @@ class SSLTrainer:
                 self._end_phase_early()
                 break
         self._iterator = None
+
+    def _finish_views(self, batch: Any) -> Any:
+        """The batch with its color augmentations done on the training device when
+        ``data.augment_device`` asks for it (the loader then delivers uint8 crops and
+        their parameters), before any step or handler sees it."""
+        if self.cfg.data.augment_device == "cpu" or not isinstance(batch, dict):
+            return batch
+        augment = self.cfg.data.torchvision
+        return finish_views(batch, self.state.device, augment.mean, augment.std)
 
     def _end_phase_early(self) -> None:
         """Honour ``terminate_epoch()``: the phase ends after this step."""

@@ -135,9 +135,10 @@ class IndexedDataset(Dataset):
     i)``, the index seeding the item's augmentations.
 
     Images become tensors ``[C, H, W]``: PIL images are converted; for
-    ``data.pipeline: torchvision`` they must be uint8 (the transforms scale them), for
-    ``batch`` they become float32 (uint8 divided by 255). The first item is checked when
-    the data set is wrapped, so a data set of another shape is named at once.
+    ``data.pipeline: torchvision`` and ``crop_first`` they must be uint8 (the
+    augmentations scale them), for ``batch`` they become float32 (uint8 divided by 255).
+    The first item is checked when the data set is wrapped, so a data set of another
+    shape is named at once.
     """
 
     def __init__(self, dataset: Any, name: str, pipeline: str) -> None:
@@ -184,10 +185,10 @@ class IndexedDataset(Dataset):
             image = image.unsqueeze(0)
         if image.dim() != 3:
             raise ConfigError(f"{where}: the image has shape {list(image.shape)}; give [C, H, W]")
-        if self.pipeline == "torchvision":
+        if self.pipeline in ("torchvision", "crop_first"):
             if image.dtype != torch.uint8:
                 raise ConfigError(
-                    f"{where}: data.pipeline torchvision takes uint8 images (or PIL), got "
+                    f"{where}: data.pipeline {self.pipeline} takes uint8 images (or PIL), got "
                     f"{image.dtype}; return uint8, or use data.pipeline=batch for float images"
                 )
             return image

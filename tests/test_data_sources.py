@@ -108,8 +108,8 @@ def test_a_test_folder_takes_the_train_classes(tmp_path: Path) -> None:
         DATASETS.get("image_folder")(cfg.data)
 
 
-def test_image_folder_needs_the_torchvision_pipeline() -> None:
-    with pytest.raises(ValueError, match="data.pipeline: torchvision"):
+def test_image_folder_needs_an_image_pipeline() -> None:
+    with pytest.raises(ValueError, match="data.pipeline: crop_first or torchvision"):
         validate_config({"data": {"name": "image_folder"}})
 
 

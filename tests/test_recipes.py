@@ -52,7 +52,7 @@ def test_digits_recipe_builds_with_its_method_hooks(method: str) -> None:
 def test_image_folder_recipe_is_a_resnet50_with_its_method_hooks(method: str) -> None:
     cfg = load_config(CONFIGS / f"{method}_imagefolder_resnet50.yaml")
     assert METHOD_HOOKS[method] <= {hook.name for hook in default_hooks(cfg)}
-    assert (cfg.data.name, cfg.data.pipeline) == ("image_folder", "torchvision")
+    assert (cfg.data.name, cfg.data.pipeline) == ("image_folder", "crop_first")
     assert cfg.model.backbone.name == "resnet50"
     assert cfg.model.head.dims[0] == RESNET50_FEATURES
 

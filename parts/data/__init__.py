@@ -5,9 +5,11 @@ from __future__ import annotations
 from hookbus.parts.data.augment import BatchAugment
 from hookbus.parts.data.build import build_data_loaders, collates, set_loader_epoch
 from hookbus.parts.data.collate import Batch, ViewCollate
+from hookbus.parts.data.crop_collate import CropFirstCollate
 from hookbus.parts.data.datasets import DATASETS, TensorImageDataset, build_digits
 from hookbus.parts.data.digits import ImageSplit, load_digits_split
 from hookbus.parts.data.image_folder import ImageFolderDataset
+from hookbus.parts.data.photometric import finish_views
 from hookbus.parts.data.sampler import PhaseSampler
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.transform_collate import TransformCollate
@@ -16,6 +18,7 @@ __all__ = [
     "DATASETS",
     "Batch",
     "BatchAugment",
+    "CropFirstCollate",
     "ImageFolderDataset",
     "ImageSplit",
     "PhaseSampler",
@@ -25,6 +28,7 @@ __all__ = [
     "build_data_loaders",
     "build_digits",
     "collates",
+    "finish_views",
     "load_digits_split",
     "mix_seed",
     "set_loader_epoch",

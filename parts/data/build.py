@@ -8,13 +8,14 @@ from torch.utils.data import DataLoader, Dataset
 from hookbus.engine.config import Config
 from hookbus.parts.data.augment import BatchAugment
 from hookbus.parts.data.collate import ViewCollate
+from hookbus.parts.data.crop_collate import CropFirstCollate, ViewSpec
 from hookbus.parts.data.datasets import DATASETS
 from hookbus.parts.data.loader import SSLDataLoader
 from hookbus.parts.data.sampler import PhaseSampler
 from hookbus.parts.data.transform_collate import TransformCollate
 from hookbus.parts.data.transforms import clean_transform, view_transform
 
-Collate = ViewCollate | TransformCollate
+Collate = ViewCollate | TransformCollate | CropFirstCollate
 
 
 def _loader(
@@ -116,6 +117,10 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
     in-memory image tensors; small views use ``data.small_views.crop_area``.
     ``torchvision``: :class:`TransformCollate` with the ``transforms.v2`` pipelines of
     ``data.torchvision``; clean images are resized and center-cropped.
+    ``crop_first``: :class:`CropFirstCollate` with the same distributions, its color
+    augmentations in the loader unless ``data.augment_device`` moves them to the
+    training device. Large view ``k`` takes ``data.torchvision.per_view[k]``'s
+    probabilities where given, small views the shared ones.
     """
     data, seed = cfg.data, cfg.trainer.seed
     small = data.small_views
@@ -132,10 +137,21 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
             ViewCollate(augment, data.num_views, seed, with_image=True, **views),
             ViewCollate(None, data.num_views, seed, with_views=False, with_image=True),
         )
-    large = view_transform(data.torchvision, data.image_size, data.torchvision.crop_scale)
-    small_view = view_transform(data.torchvision, small.size, small.crop_area)
-    view_transforms = [large] * data.num_views + [small_view] * small.count
-    clean = clean_transform(data.torchvision, data.image_size)
+    augment = data.torchvision
+    specs = [
+        ViewSpec(data.image_size, augment.crop_scale, augment.for_view(number))
+        for number in range(data.num_views)
+    ]
+    specs += [ViewSpec(small.size, small.crop_area, augment)] * small.count
+    if data.pipeline == "crop_first":
+        in_loader = data.augment_device == "cpu"
+        return (
+            CropFirstCollate(specs, None, augment, seed, finish_views=in_loader),
+            CropFirstCollate(specs, data.image_size, augment, seed, finish_views=in_loader),
+            CropFirstCollate([], data.image_size, augment, seed),
+        )
+    view_transforms = [view_transform(spec.augment, spec.size, spec.crop_scale) for spec in specs]
+    clean = clean_transform(augment, data.image_size)
     return (
         TransformCollate(view_transforms, None, seed),
         TransformCollate(view_transforms, clean, seed),

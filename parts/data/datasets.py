@@ -65,11 +65,15 @@ def build_synthetic(cfg: DataConfig) -> tuple[Dataset, Dataset]:
 @DATASETS.register("image_folder")
 def build_image_folder(cfg: DataConfig) -> tuple[Dataset, Dataset]:
     """:class:`ImageFolderDataset` of ``data.folder.train_dir`` and ``test_dir`` (the
-    train folder again when unset; its class list in either case)."""
+    train folder again when unset; its class list in either case). With
+    ``data.pipeline: crop_first`` the items hold the files' paths: the collate
+    function decodes them."""
     folder = cfg.folder
     if folder.train_dir is None:
         raise ConfigError("data.folder.train_dir: data.name image_folder needs a folder")
-    train = ImageFolderDataset(folder.train_dir)
+    decode = cfg.pipeline != "crop_first"
+    train = ImageFolderDataset(folder.train_dir, decode=decode)
     if folder.test_dir is None:
         return train, train
-    return train, ImageFolderDataset(folder.test_dir, classes=train.classes or None)
+    classes = train.classes or None
+    return train, ImageFolderDataset(folder.test_dir, classes=classes, decode=decode)

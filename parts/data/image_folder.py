@@ -47,10 +47,12 @@ class ImageFolderDataset(Dataset):
     folder holding both class folders and images directly is refused. ``classes``
     fixes the class list (a test folder takes the train folder's); a class folder
     not in it is an error. Images are decoded when read: a file Pillow cannot read
-    raises :class:`hookbus.engine.errors.DataError` naming it.
+    raises :class:`hookbus.engine.errors.DataError` naming it. With ``decode=False``
+    item ``i`` holds the file's path instead, for a collate function that decodes
+    each image at the size its crops need (``data.pipeline: crop_first``).
     """
 
-    def __init__(self, root: Path, classes: list[str] | None = None) -> None:
+    def __init__(self, root: Path, classes: list[str] | None = None, decode: bool = True) -> None:
         root = Path(root)
         if not root.is_dir():
             raise DataError(f"image folder not found: {root}")
@@ -79,13 +81,14 @@ class ImageFolderDataset(Dataset):
             raise DataError(f"no images in {root} (extensions: {', '.join(IMAGE_EXTENSIONS)})")
         self.root = root
         self.samples = samples
+        self.decode = decode
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, index: int) -> tuple[Tensor, int, int]:
+    def __getitem__(self, index: int) -> tuple[Tensor | Path, int, int]:
         path, label = self.samples[index]
-        return read_image(path), label, index
+        return (read_image(path) if self.decode else path), label, index
 
 
 def read_image(path: Path) -> Tensor:

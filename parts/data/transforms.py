@@ -6,18 +6,13 @@ import torch
 from torchvision.transforms import v2
 
 from hookbus.engine.config import TorchvisionAugmentConfig
+from hookbus.parts.data.photometric import blur_kernel_size
 
 CENTER_CROP_FRACTION = 0.875
 """Clean images are resized to ``size / 0.875`` on the short side, then center-cropped."""
 
 SOLARIZE_THRESHOLD = 128
 """Solarization inverts pixels at or above this value (uint8 images)."""
-
-
-def _blur_kernel(size: int) -> int:
-    """An odd Gaussian-blur kernel of about a tenth of the view's side (at least 3)."""
-    kernel = max(3, size // 10)
-    return kernel if kernel % 2 else kernel + 1
 
 
 def view_transform(
@@ -37,7 +32,7 @@ def view_transform(
             v2.RandomApply([v2.ColorJitter(*cfg.color_jitter)], p=cfg.color_jitter_prob),
             v2.RandomGrayscale(cfg.grayscale_prob),
             v2.RandomApply(
-                [v2.GaussianBlur(_blur_kernel(size), sigma=(0.1, 2.0))], p=cfg.blur_prob
+                [v2.GaussianBlur(blur_kernel_size(size), sigma=cfg.blur_sigma)], p=cfg.blur_prob
             ),
             v2.RandomSolarize(SOLARIZE_THRESHOLD, p=cfg.solarize_prob),
             v2.ToDtype(torch.float32, scale=True),
