@@ -3,12 +3,14 @@ first, at the size it needs, then the color augmentations on the uint8 crops."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.utils.data import get_worker_info
 
 from hookbus.engine.config import TorchvisionAugmentConfig
 from hookbus.parts.data.collate import Batch, Sample
@@ -21,7 +23,7 @@ from hookbus.parts.data.crop_boxes import (
 from hookbus.parts.data.image_decode import JPEG_REDUCTIONS, SourceImage
 from hookbus.parts.data.photometric import (
     COLOR_UNIFORMS,
-    color_augment,
+    augment_colors,
     draw_color_params,
     normalize,
 )
@@ -48,6 +50,16 @@ def _scaled(box: Box, scale_y: float, scale_x: float, height: int, width: int) -
     bottom = min(height, max(top + 1, round((box.top + box.height) * scale_y)))
     right = min(width, max(left + 1, round((box.left + box.width) * scale_x)))
     return Box(top, left, bottom - top, right - left)
+
+
+def _batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    """An uninitialised tensor for a batch: in a DataLoader worker, in shared memory
+    from the start (as torch's default collate function makes it), so sending the batch
+    to the training process copies nothing."""
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=dtype)
+    storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(math.prod(shape))
+    return torch.empty(0, dtype=dtype).new(storage).view(shape)
 
 
 def _resize(pixels: Tensor, size: tuple[int, int]) -> Tensor:
@@ -98,6 +110,12 @@ class CropFirstCollate:
         self.seed = seed
         self.finish_views = finish_views
         self.epoch = 0
+        self._scratch: dict[tuple[int, int], Tensor] = {}
+        sizes = [view.size for view in self.views]
+        self._groups = [
+            [number for number, size in enumerate(sizes) if size == side]
+            for side in dict.fromkeys(sizes)
+        ]
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` in the seeds of the batches collated from now on."""
@@ -120,10 +138,10 @@ class CropFirstCollate:
         ]
         geometry = uniforms[:, :, : CROP_UNIFORMS + 1].tolist()
         dtype = torch.float32 if self.finish_views else torch.uint8
-        views = [torch.empty(count, 3, view.size, view.size, dtype=dtype) for view in self.views]
+        views = [_batch_tensor((count, 3, view.size, view.size), dtype) for view in self.views]
         clean = None
         if self.clean_size is not None:
-            clean = torch.empty(count, 3, self.clean_size, self.clean_size)
+            clean = _batch_tensor((count, 3, self.clean_size, self.clean_size), torch.float32)
         for row, (image, _, index) in enumerate(samples):
             source = SourceImage(
                 image, str(image) if not torch.is_tensor(image) else f"item {index}"
@@ -160,6 +178,7 @@ class CropFirstCollate:
             needs.append((height, width, min(resized)))
         pixels = source.pixels(_reduction(source, needs))
         scale_y, scale_x = pixels.shape[2] / height, pixels.shape[3] / width
+        crops = []
         for number, (box, view) in enumerate(zip(boxes, self.views, strict=True)):
             top, left, box_height, box_width = _scaled(
                 box, scale_y, scale_x, pixels.shape[2], pixels.shape[3]
@@ -168,16 +187,42 @@ class CropFirstCollate:
             crop = _resize(region, (view.size, view.size))
             if geometry[number][CROP_UNIFORMS] < view.augment.flip_prob:
                 crop = crop.flip(-1)
-            out = views[number][row : row + 1]
-            if self.finish_views:
-                color_augment(crop, params[number][row : row + 1], self.mean, self.std, out=out)
-            else:
-                out.copy_(crop)
+            crops.append(crop)
+            if not self.finish_views:
+                views[number][row : row + 1].copy_(crop)
+        if self.finish_views:
+            for group in self._groups:
+                self._finish(group, crops, row, views, params)
         if clean is not None:
             top, left, size, _ = center
             image = _resize(pixels, resized)[:, :, top : top + size, left : left + size]
             out = torch.mul(image, 1 / 255, out=clean[row : row + 1])
             normalize(out, self.mean, self.std)
+
+    def _finish(
+        self,
+        group: list[int],
+        crops: list[Tensor],
+        row: int,
+        views: list[Tensor],
+        params: list[Tensor],
+    ) -> None:
+        """Augment the crops of one image's views of one size together, in a scratch
+        buffer that stays in the cache from image to image, and write them normalised
+        into row ``row`` of their views."""
+        size = self.views[group[0]].size
+        scratch = self._scratch.get((len(group), size))
+        if scratch is None:
+            scratch = self._scratch.setdefault(
+                (len(group), size), torch.empty(len(group), 3, size, size)
+            )
+        for slot, number in enumerate(group):
+            torch.mul(crops[number], 1 / 255, out=scratch[slot : slot + 1])
+        augment_colors(scratch, torch.cat([params[number][row : row + 1] for number in group]))
+        for slot, number in enumerate(group):
+            normalize(
+                scratch[slot : slot + 1], self.mean, self.std, out=views[number][row : row + 1]
+            )
 
 
 def _reduction(source: SourceImage, needs: list[tuple[int, int, int]]) -> int:

@@ -10,6 +10,7 @@ Each adjustment is torchvision's on float images in [0, 1] (``transforms.v2``'s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -117,27 +118,33 @@ def _hue(images: Tensor, shift: Tensor) -> None:
     (mod 6), each channel becomes ``v - c * clamp(2 - d, 0, 1)``, ``d`` the distance
     from ``g`` to the channel's centre on the circle of length 6 (red 3, green 5, blue
     1). Written with arithmetic only (comparisons into float masks), which runs several
-    times faster on a CPU than masked selection.
+    times faster on a CPU than masked selection; on a CPU one image at a time, whose
+    color planes are contiguous (planes strided across a batch run several times
+    slower there).
     """
+    if images.device.type == "cpu" and len(images) > 1:
+        for number in range(len(images)):
+            _hue(images[number : number + 1], shift[number : number + 1])
+        return
     red, green, blue = images.unbind(dim=1)
-    high = torch.maximum(torch.maximum(red, green), blue)
-    chroma = high - torch.minimum(torch.minimum(red, green), blue)
+    high = images.amax(dim=1)
+    chroma = high - images.amin(dim=1)
     is_red = torch.eq(high, red, out=torch.empty_like(high))
     is_green = torch.eq(high, green, out=torch.empty_like(high))
     is_green.addcmul_(is_green, is_red, value=-1)
-    is_blue = (1 - is_red).sub_(is_green)
+    is_blue = is_red.neg().sub_(is_green).add_(1)
     hue6 = (green - blue).mul_(is_red)
     hue6.addcmul_((blue - red).add_(chroma, alpha=2), is_green)
     hue6.addcmul_((red - green).add_(chroma, alpha=4), is_blue)
     safe_chroma = torch.eq(chroma, 0, out=torch.empty_like(chroma)).add_(chroma)
     hue6.div_(safe_chroma).add_(6 * _per_image(shift, images).view(-1, 1, 1))
     hue6.add_(torch.floor(hue6 / 6), alpha=-6)
+    # With d = |g - c|: red (c = 3) takes clamp(2 - d, 0, 1); green and blue, whose
+    # distance runs around the circle (3 - |d - 3|), take clamp(|d - 3| - 1, 0, 1).
     for channel, centre in enumerate((3.0, 5.0, 1.0)):
-        distance = (hue6 - centre).abs_()
-        if centre != 3.0:
-            distance = torch.minimum(distance, 6 - distance)
-        amount = (2 - distance).clamp_(0, 1)
-        torch.addcmul(high, amount, chroma, value=-1, out=images[:, channel])
+        offset = (hue6 - centre).abs_()
+        amount = offset.neg_().add_(2) if centre == 3.0 else offset.sub_(3).abs_().sub_(1)
+        torch.addcmul(high, amount.clamp_(0, 1), chroma, value=-1, out=images[:, channel])
 
 
 def _grayscale(images: Tensor, _: Tensor) -> None:
@@ -153,13 +160,14 @@ def blur_weights(sigma: Tensor, kernel_size: int) -> Tensor:
     deviations ``sigma [B]``: torchvision's Gaussian kernel of ``kernel_size`` taps with
     the taps beyond :data:`BLUR_TRUNCATION` standard deviations set to zero and the rest
     normalised to sum to one; ``R`` is the largest radius kept in the batch."""
-    sigma = sigma.double()
-    radius = torch.ceil(BLUR_TRUNCATION * sigma).clamp(max=kernel_size // 2)
-    taps = torch.arange(int(radius.max()) + 1, dtype=torch.float64)
-    weights = torch.exp(-0.5 * (taps / sigma[:, None]) ** 2)
-    weights = weights * (taps <= radius[:, None])
-    weights = weights / (2 * weights.sum(dim=1, keepdim=True) - weights[:, :1])
-    return weights.float()
+    sigmas = sigma.double().tolist()
+    radii = [min(math.ceil(BLUR_TRUNCATION * value), kernel_size // 2) for value in sigmas]
+    rows = []
+    for value, radius in zip(sigmas, radii, strict=True):
+        row = [math.exp(-0.5 * (tap / value) ** 2) for tap in range(radius + 1)]
+        total = 2 * sum(row) - row[0]
+        rows.append([weight / total for weight in row] + [0.0] * (max(radii) - radius))
+    return torch.tensor(rows, dtype=torch.float32)
 
 
 def _reflect_pad(images: Tensor, radius: int, dim: int) -> Tensor:
@@ -200,40 +208,51 @@ _JITTER: tuple[Adjustment, ...] = (_brightness, _contrast, _saturation, _hue)
 _IDENTITY = (1.0, 1.0, 1.0, 0.0)
 
 
+_RUNS_IN_PLACE = 4
+"""Up to this many runs of consecutive images are adjusted in place, run by run; more
+are gathered into one subset and scattered back."""
+
+
+def _runs(index: list[int]) -> list[tuple[int, int]]:
+    """``(start, length)`` of the runs of consecutive numbers in sorted ``index``."""
+    runs: list[tuple[int, int]] = []
+    for i in index:
+        if runs and runs[-1][0] + runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    return runs
+
+
 def _apply(images: Tensor, index: list[int], adjust: Adjustment, values: list[float]) -> None:
     """Run ``adjust`` in place on the images at ``index`` with their ``values`` (chosen
     on the host, so that the device never waits for a choice)."""
     if not index:
         return
-    chosen = torch.tensor(values, dtype=torch.float32)
-    if len(index) == len(images):
-        adjust(images, chosen)
+    runs = _runs(index)
+    if len(runs) <= _RUNS_IN_PLACE:
+        done = 0
+        for start, length in runs:
+            chosen = torch.tensor(values[done : done + length], dtype=torch.float32)
+            adjust(images.narrow(0, start, length), chosen)
+            done += length
         return
     on_device = torch.tensor(index).to(images.device, non_blocking=True)
     subset = images.index_select(0, on_device)
-    adjust(subset, chosen)
+    adjust(subset, torch.tensor(values, dtype=torch.float32))
     images.index_copy_(0, on_device, subset)
 
 
-def color_augment(
-    crops: Tensor,
-    params: Tensor,
-    mean: tuple[float, float, float],
-    std: tuple[float, float, float],
-    out: Tensor | None = None,
-) -> Tensor:
-    """The augmented, normalised float32 views of uint8 ``crops [B, 3, S, S]`` with the
-    color parameters ``params [B, NUM_PARAMS]`` (on the CPU), into ``out`` when given.
+def augment_colors(images: Tensor, params: Tensor) -> None:
+    """Augment float32 ``images [B, 3, S, S]`` in [0, 1] in place with the color
+    parameters ``params [B, NUM_PARAMS]`` (on the CPU).
 
     In order: the color jitter (brightness, contrast, saturation, hue, each clamped
     to [0, 1], in each image's order), grayscale, Gaussian blur (kernel
     :func:`blur_kernel_size`, reflect padding, taps within :data:`BLUR_TRUNCATION`
-    standard deviations), solarization, then ``(x - mean) / std``. Each image's result
-    depends on its own crop and parameters only.
+    standard deviations), solarization. Each image's result depends on its own pixels
+    and parameters only, not on the other images of the batch.
     """
-    if out is None:
-        out = torch.empty(crops.shape, dtype=torch.float32, device=crops.device)
-    images = torch.mul(crops, 1 / 255, out=out)
     rows = params.tolist()
     for position in range(4):
         for op, adjust in enumerate(_JITTER):
@@ -251,16 +270,37 @@ def color_augment(
     ):
         index = [i for i, row in enumerate(rows) if row[column]]
         _apply(images, index, adjust, [rows[i][value] for i in index])
+
+
+def color_augment(
+    crops: Tensor,
+    params: Tensor,
+    mean: tuple[float, float, float],
+    std: tuple[float, float, float],
+    out: Tensor | None = None,
+) -> Tensor:
+    """The augmented, normalised float32 views of uint8 ``crops [B, 3, S, S]`` with the
+    color parameters ``params [B, NUM_PARAMS]`` (on the CPU), into ``out`` when given:
+    :func:`augment_colors`, then ``(x - mean) / std``."""
+    if out is None:
+        out = torch.empty(crops.shape, dtype=torch.float32, device=crops.device)
+    images = torch.mul(crops, 1 / 255, out=out)
+    augment_colors(images, params)
     return normalize(images, mean, std)
 
 
 def normalize(
-    images: Tensor, mean: tuple[float, float, float], std: tuple[float, float, float]
+    images: Tensor,
+    mean: tuple[float, float, float],
+    std: tuple[float, float, float],
+    out: Tensor | None = None,
 ) -> Tensor:
-    """``(images - mean) / std`` per channel, in place, as one multiply-add."""
+    """``(images - mean) / std`` per channel as one multiply-add, into ``out`` (by
+    default in place)."""
     scale = torch.tensor([1 / value for value in std], device=images.device).view(1, 3, 1, 1)
     shift = torch.tensor([-m / v for m, v in zip(mean, std, strict=True)], device=images.device)
-    return torch.addcmul(shift.view(1, 3, 1, 1), images, scale, out=images)
+    target = images if out is None else out
+    return torch.addcmul(shift.view(1, 3, 1, 1), images, scale, out=target)
 
 
 def finish_views(
