@@ -156,9 +156,18 @@ def photo_contenders(
     return contenders
 
 
+def ratio_row(rates: dict[str, list[float]], workers: list[int], peers: list[str]) -> list[str]:
+    """hookbus crop_first's images/s over the best of ``peers``', per worker count."""
+    row = []
+    for count in workers:
+        ours = median(rates[f"hookbus crop_first|{count}"])
+        row.append(f"{ours / max(median(rates[f'{peer}|{count}']) for peer in peers):.2f}")
+    return row
+
+
 def photo_table(args: argparse.Namespace) -> None:
-    """Print the image-folder pipelines' images/s per worker count and hookbus's ratio
-    to the best peer."""
+    """Print the image-folder pipelines' images/s per worker count and hookbus's
+    ratios to each peer and to the best peer."""
     torch.set_num_threads(1)
     if lightly_transform(load_config(args.recipe)) is None:
         print("lightly is not installed (pip install lightly, or the bench extra): skipped")
@@ -176,12 +185,10 @@ def photo_table(args: argparse.Namespace) -> None:
     rows = [
         [name, *(f"{median(rates[f'{name}|{w}']):.0f}" for w in args.workers)] for name in names
     ]
-    ratios = []
-    for workers in args.workers:
-        ours = median(rates[f"hookbus crop_first|{workers}"])
-        peers = [median(rates[f"{name}|{workers}"]) for name in names if "hookbus" not in name]
-        ratios.append(f"{ours / max(peers):.2f}")
-    rows.append(["crop_first / best peer", *ratios])
+    peers = [name for name in names if not name.startswith("hookbus")]
+    for peer in peers:
+        rows.append([f"crop_first / {peer}", *ratio_row(rates, args.workers, [peer])])
+    rows.append(["crop_first / best peer", *ratio_row(rates, args.workers, peers)])
     print(
         f"\n{args.recipe.name}: {args.photos} JPEG files of 500x375, images/s (median of "
         f"{args.rounds}), one torch thread"

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import bench_bus, bench_gpu
+from benchmarks import bench_bus, bench_data, bench_gpu
 from benchmarks.harness import interleaved, markdown_table, paired_median
+from benchmarks.peer_pipelines import lightly_transform, torchvision_v1_transform
+from benchmarks.photo_folder import photo, write_photo_folder
 
 
 def test_interleaved_rotates_the_order_of_the_contenders() -> None:
@@ -67,3 +69,24 @@ def test_gpu_benchmark_says_so_without_cuda(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit, match="no CUDA device"):
         bench_gpu.main([])
+
+
+def test_generated_photos_compress_like_photos(tmp_path: Path) -> None:
+    path = tmp_path / "photo.jpg"
+    photo(0).save(path, quality=90)
+    assert photo(0).size == (500, 375)
+    assert path.stat().st_size > 40_000  # a flat 500x375 image takes a few KB
+    assert photo(1).tobytes() != photo(0).tobytes()
+
+
+def test_photo_contenders_make_batches_of_the_recipes_views(tmp_path: Path) -> None:
+    folder = write_photo_folder(tmp_path, 4, size=(60, 45))
+    contenders = bench_data.photo_contenders(bench_data.PHOTO_RECIPE, folder, 2, workers=0)
+    expected = {"hookbus crop_first", "hookbus torchvision", "torchvision v1 PIL"}
+    cfg = bench_data.load_config(bench_data.PHOTO_RECIPE)
+    if lightly_transform(cfg) is not None:
+        expected.add("lightly SimCLRTransform")
+    assert set(contenders) == expected
+    assert all(run() > 0 for run in contenders.values())
+    views = torchvision_v1_transform(cfg)(photo(0, (60, 45)))
+    assert [tuple(view.shape) for view in views] == [(3, 224, 224)] * 2

@@ -233,5 +233,9 @@ def test_unreadable_files_and_other_images_are_named(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"cannot read image .*broken\.jpg"):
         next(iter(loader))
     collate = CropFirstCollate([], 8, folder_config(tmp_path).data.torchvision, seed=0)
-    with pytest.raises(DataError, match=r"item 3: data.pipeline crop_first takes RGB images"):
+    with pytest.raises(DataError, match=r"item 3: .* takes image files and RGB images"):
         collate([(torch.zeros(1, 8, 8, dtype=torch.uint8), 0, 3)])
+    with pytest.raises(
+        DataError, match=r"item 5: .* RGB images \(uint8 \[3, H, W\]\), got torch.float32"
+    ):
+        collate([(torch.zeros(3, 8, 8), 0, 5)])

@@ -58,7 +58,7 @@ def _libjpeg_decoder() -> Any:
 
 _DECODE_JPEG = _libjpeg_decoder()
 
-ImageSource = Path | Tensor
+ImageSource = str | Path | Tensor
 """What a data set item's image may be: an image file or a uint8 tensor ``[3, H, W]``."""
 
 
@@ -81,25 +81,35 @@ class SourceImage:
         self._pil: Image.Image | None = None
         self._tensor: Tensor | None = None
         self._jpeg_components = 0
-        if isinstance(source, Path):
+        if isinstance(source, str | Path):
             try:
-                self._data = source.read_bytes()
+                self._data = Path(source).read_bytes()
             except OSError as exc:
                 raise DataError(f"cannot read image {source}: {exc}") from None
             header = jpeg_header(self._data)
             if header is None:
-                self.height, self.width = self._open().size[::-1]
+                self.width, self.height = self._open().size
             else:
                 self.height, self.width, self._jpeg_components = header
-        else:
-            if source.dim() != 3 or source.shape[0] != 3 or source.dtype != torch.uint8:
-                raise DataError(
-                    f"{where}: data.pipeline crop_first takes RGB images (uint8 [3, H, W]), "
-                    f"got {source.dtype} {list(source.shape)}; use data.pipeline torchvision "
-                    "for other images"
-                )
-            self._tensor = source
-            self.height, self.width = source.shape[1], source.shape[2]
+            return
+        if (
+            not isinstance(source, Tensor)
+            or source.dim() != 3
+            or source.shape[0] != 3
+            or source.dtype != torch.uint8
+        ):
+            got = (
+                f"{source.dtype} {list(source.shape)}"
+                if isinstance(source, Tensor)
+                else type(source).__name__
+            )
+            raise DataError(
+                f"{where}: data.pipeline crop_first takes image files and RGB images "
+                f"(uint8 [3, H, W]), got {got}; use data.pipeline torchvision for other "
+                "images"
+            )
+        self._tensor = source
+        self.height, self.width = source.shape[1], source.shape[2]
 
     def _open(self) -> Image.Image:
         """The file opened with Pillow (its header read, its pixels not yet)."""
