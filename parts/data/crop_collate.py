@@ -77,8 +77,8 @@ class CropFirstCollate:
     1/8 of its size when every box (and the clean image) still has at least the
     pixels of its view there; each box is resized to its view (bilinear,
     antialiased) and flipped, in uint8. With ``finish_views`` the color augmentations
-    and the normalisation follow at once, image by image, while the crops are in the
-    cache (:func:`hookbus.parts.data.photometric.color_augment`), and ``"views"`` holds
+    (:func:`hookbus.parts.data.photometric.augment_colors`) and the normalisation follow
+    at once, image by image, while the crops are in the cache, and ``"views"`` holds
     float32 views; without it ``"views"`` holds the uint8 crops and
     ``"view_params"`` their color parameters, for
     :func:`hookbus.parts.data.photometric.finish_views` on the training device.
@@ -143,10 +143,8 @@ class CropFirstCollate:
         if self.clean_size is not None:
             clean = _batch_tensor((count, 3, self.clean_size, self.clean_size), torch.float32)
         for row, (image, _, index) in enumerate(samples):
-            source = SourceImage(
-                image, str(image) if not torch.is_tensor(image) else f"item {index}"
-            )
-            self._cut(source, geometry[row], row, views, params, clean)
+            where = f"item {index}" if isinstance(image, Tensor) else str(image)
+            self._cut(SourceImage(image, where), geometry[row], row, views, params, clean)
         if self.views:
             batch["views"] = views
             if not self.finish_views:
@@ -211,11 +209,10 @@ class CropFirstCollate:
         buffer that stays in the cache from image to image, and write them normalised
         into row ``row`` of their views."""
         size = self.views[group[0]].size
-        scratch = self._scratch.get((len(group), size))
-        if scratch is None:
-            scratch = self._scratch.setdefault(
-                (len(group), size), torch.empty(len(group), 3, size, size)
-            )
+        key = (len(group), size)
+        if key not in self._scratch:
+            self._scratch[key] = torch.empty(len(group), 3, size, size)
+        scratch = self._scratch[key]
         for slot, number in enumerate(group):
             torch.mul(crops[number], 1 / 255, out=scratch[slot : slot + 1])
         augment_colors(scratch, torch.cat([params[number][row : row + 1] for number in group]))

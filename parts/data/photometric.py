@@ -89,9 +89,18 @@ def _gray(images: Tensor) -> Tensor:
     return gray.add_(blue, alpha=GRAY_WEIGHTS[2]).unsqueeze(1)
 
 
+def _to_device(values: Tensor, device: torch.device) -> Tensor:
+    """``values`` (a small CPU tensor) on ``device``, without the host waiting for the
+    device: through pinned memory to a GPU (a copy from pageable memory would wait for
+    the work queued before it)."""
+    if device.type == "cpu":
+        return values
+    return values.pin_memory().to(device, non_blocking=True)
+
+
 def _per_image(values: Tensor, images: Tensor) -> Tensor:
     """``values [k]`` on the images' device, shaped ``[k, 1, 1, 1]`` to broadcast."""
-    return values.to(images.device, non_blocking=True).view(-1, 1, 1, 1)
+    return _to_device(values, images.device).view(-1, 1, 1, 1)
 
 
 def _brightness(images: Tensor, factor: Tensor) -> None:
@@ -189,7 +198,7 @@ def _blur_pass(images: Tensor, weights: Tensor, dim: int) -> Tensor:
     radius = weights.shape[1] - 1
     size = images.shape[dim]
     padded = _reflect_pad(images, radius, dim) if radius else images
-    per_image = weights.to(images.device, non_blocking=True).view(len(images), -1, 1, 1, 1)
+    per_image = _to_device(weights, images.device).view(len(images), -1, 1, 1, 1)
     out = padded.narrow(dim, radius, size) * per_image[:, 0]
     for distance in range(1, radius + 1):
         out.addcmul_(padded.narrow(dim, radius - distance, size), per_image[:, distance])
@@ -237,7 +246,7 @@ def _apply(images: Tensor, index: list[int], adjust: Adjustment, values: list[fl
             adjust(images.narrow(0, start, length), chosen)
             done += length
         return
-    on_device = torch.tensor(index).to(images.device, non_blocking=True)
+    on_device = _to_device(torch.tensor(index), images.device)
     subset = images.index_select(0, on_device)
     adjust(subset, torch.tensor(values, dtype=torch.float32))
     images.index_copy_(0, on_device, subset)
@@ -297,10 +306,12 @@ def normalize(
 ) -> Tensor:
     """``(images - mean) / std`` per channel as one multiply-add, into ``out`` (by
     default in place)."""
-    scale = torch.tensor([1 / value for value in std], device=images.device).view(1, 3, 1, 1)
-    shift = torch.tensor([-m / v for m, v in zip(mean, std, strict=True)], device=images.device)
+    scale = _to_device(torch.tensor([1 / value for value in std]), images.device)
+    shift = _to_device(
+        torch.tensor([-m / v for m, v in zip(mean, std, strict=True)]), images.device
+    )
     target = images if out is None else out
-    return torch.addcmul(shift.view(1, 3, 1, 1), images, scale, out=target)
+    return torch.addcmul(shift.view(1, 3, 1, 1), images, scale.view(1, 3, 1, 1), out=target)
 
 
 def finish_views(
