@@ -18,6 +18,7 @@ from torchvision.transforms import v2
 
 from hookbus import load_config
 from hookbus.engine.config import TorchvisionAugmentConfig
+from hookbus.engine.threads import one_torch_thread
 from hookbus.parts.data import photometric as P
 from hookbus.parts.data.crop_collate import CropFirstCollate, ViewSpec
 
@@ -46,7 +47,8 @@ def views(
         for number in range(max(1, len(augment.per_view)))
     ]
     collate = CropFirstCollate(specs, None, augment, seed=0)
-    return collate([(image, 0, index) for index in range(count)])["views"]
+    with one_torch_thread():  # as the loader runs it
+        return collate([(image, 0, index) for index in range(count)])["views"]
 
 
 def constant(red: int, green: int, blue: int, size: int = 8) -> torch.Tensor:
@@ -59,7 +61,7 @@ def within(values: torch.Tensor, low: float, high: float, slack: float = 1e-4) -
 
 def test_crops_and_flips_follow_torchvisions_random_resized_crop() -> None:
     augment = recipe_augment("simclr_imagefolder_resnet50")
-    width, height, size, count = 240, 180, 24, 3000
+    width, height, size, count = 240, 180, 24, 2000
     xs = torch.arange(width).view(1, width).expand(height, width)
     ys = torch.arange(height).view(height, 1).expand(height, width)
     image = torch.stack([xs, ys, torch.zeros_like(xs)]).to(torch.uint8)
@@ -97,12 +99,13 @@ def test_crops_and_flips_follow_torchvisions_random_resized_crop() -> None:
 
 
 def uniform_ok(values: torch.Tensor, low: float, high: float) -> bool:
-    """``values`` within [low, high] with the mean and spread of a uniform there."""
+    """``values`` within [low, high] with the mean and spread of a uniform there (to
+    0.1 of its spread: about three standard errors for 1000 values)."""
     mean, spread = (low + high) / 2, (high - low) / math.sqrt(12)
     return (
         within(values, low, high)
-        and abs(float(values.mean()) - mean) < 0.05 * spread + 1e-6
-        and abs(float(values.std()) - spread) < 0.05 * spread + 1e-6
+        and abs(float(values.mean()) - mean) < 0.1 * spread + 1e-6
+        and abs(float(values.std()) - spread) < 0.1 * spread + 1e-6
     )
 
 
@@ -110,7 +113,7 @@ def uniform_ok(values: torch.Tensor, low: float, high: float) -> bool:
 def test_jitter_factors_are_uniform_in_the_documented_ranges(recipe: str) -> None:
     augment = recipe_augment(recipe)
     brightness, contrast, saturation, hue = augment.color_jitter
-    count, full = 2000, {"crop_scale": (1.0, 1.0), "flip_prob": 0.0, "solarize_prob": 0.0}
+    count, full = 1000, {"crop_scale": (1.0, 1.0), "flip_prob": 0.0, "solarize_prob": 0.0}
     only = {**NOTHING, "color_jitter_prob": 1.0, **full, "per_view": []}
 
     (view,) = views(
@@ -141,7 +144,7 @@ def test_jitter_factors_are_uniform_in_the_documented_ranges(recipe: str) -> Non
 
 def test_jitter_rate_order_and_grayscale_rate_are_the_documented_ones() -> None:
     augment = recipe_augment("simclr_imagefolder_resnet50")
-    count = 4000
+    count = 3000
     image = constant(150, 90, 60)
     (view,) = views(image, count, 8, augment, blur_prob=0.0, solarize_prob=0.0)
     pixel = view[:, :, 0, 0] * 255

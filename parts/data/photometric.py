@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from hookbus.engine.config import TorchvisionAugmentConfig
+from hookbus.engine.threads import one_torch_thread
 from hookbus.parts.data.collate import Batch
 
 SOLARIZE_THRESHOLD = 128 / 255
@@ -325,20 +327,22 @@ def finish_views(
     batch without them is returned as it is.
 
     On a GPU each view of the whole batch is augmented at once; on a CPU image by
-    image, as the loader does it (``data.augment_device: cpu``), which keeps each
-    crop in the cache and gives the same values.
+    image on one torch thread, as the loader does it (``data.augment_device: cpu``),
+    which keeps each crop in the cache and gives the same values.
     """
     if "view_params" not in batch:
         return batch
     views = []
-    for crops, params in zip(batch["views"], batch["view_params"], strict=True):
-        crops = crops.to(device, non_blocking=True)
-        out = torch.empty(crops.shape, dtype=torch.float32, device=device)
-        step = 1 if device.type == "cpu" else len(crops)
-        for start in range(0, len(crops), step):
-            part = slice(start, start + step)
-            color_augment(crops[part], params[part], mean, std, out=out[part])
-        views.append(out)
+    on_cpu = device.type == "cpu"
+    with one_torch_thread() if on_cpu else nullcontext():
+        for crops, params in zip(batch["views"], batch["view_params"], strict=True):
+            crops = crops.to(device, non_blocking=True)
+            out = torch.empty(crops.shape, dtype=torch.float32, device=device)
+            step = 1 if on_cpu else len(crops)
+            for start in range(0, len(crops), step):
+                part = slice(start, start + step)
+                color_augment(crops[part], params[part], mean, std, out=out[part])
+            views.append(out)
     finished = {key: value for key, value in batch.items() if key != "view_params"}
     finished["views"] = views
     return finished
