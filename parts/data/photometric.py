@@ -43,8 +43,9 @@ standard deviation, solarization on."""
 
 NUM_PARAMS = 13
 
-BRIGHTNESS, CONTRAST, SATURATION, HUE = range(4)
-"""The jitter adjustments, as numbered in the ORDER columns."""
+HUE = 3
+"""The hue shift's number among the jitter adjustments, as the ORDER and FACTORS columns
+number them: brightness 0, contrast 1, saturation 2, hue 3."""
 
 
 def blur_kernel_size(size: int) -> int:
