@@ -14,13 +14,13 @@ from torchvision.transforms.v2 import functional as TF
 
 from hookbus import ConfigError, DataError, SSLTrainer
 from hookbus.engine.config_io import validate_config
-from hookbus.parts.data import CropFirstCollate, build_data_loaders, finish_views
+from hookbus.parts.data import CropFirstCollate, build_data_loaders, collates, finish_views
 from hookbus.parts.data import photometric as P
 from hookbus.parts.data.crop_boxes import CROP_UNIFORMS, random_resized_box
 from hookbus.parts.data.image_decode import SourceImage, jpeg_header
 from hookbus.parts.data.transforms import clean_transform
 
-NORMAL = {"mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0]}
+SMALL = {"count": 1, "size": 8}
 
 
 def folder_config(train: Path, **data: object):
@@ -191,14 +191,21 @@ def test_training_with_augment_device_model_matches_the_loaders_augmentations(
     assert losses[0] == losses[1]
 
 
-def test_per_view_probabilities_reach_their_views() -> None:
-    cfg = folder_config(
-        Path("."),
-        num_views=2,
-        torchvision={"blur_prob": 0.5, "per_view": [{"blur_prob": 1.0}, {"solarize_prob": 0.3}]},
-    ).data.torchvision
-    assert (cfg.for_view(0).blur_prob, cfg.for_view(0).solarize_prob) == (1.0, 0.0)
-    assert (cfg.for_view(1).blur_prob, cfg.for_view(1).solarize_prob) == (0.5, 0.3)
+def test_per_view_probabilities_reach_their_views_in_both_pipelines() -> None:
+    per_view = {"blur_prob": 0.5, "per_view": [{"blur_prob": 1.0}, {"solarize_prob": 0.3}]}
+    cfg = folder_config(Path("."), num_views=2, torchvision=per_view, small_views=SMALL)
+    augment = cfg.data.torchvision
+    assert (augment.for_view(0).blur_prob, augment.for_view(0).solarize_prob) == (1.0, 0.0)
+    assert (augment.for_view(1).blur_prob, augment.for_view(1).solarize_prob) == (0.5, 0.3)
+    crop_first = collates(cfg)[0]
+    assert [view.augment.blur_prob for view in crop_first.views] == [1.0, 0.5, 0.5]
+    assert [view.augment.solarize_prob for view in crop_first.views] == [0.0, 0.3, 0.0]
+    transforms = collates(
+        cfg.model_copy(update={"data": cfg.data.model_copy(update={"pipeline": "torchvision"})})
+    )[0]
+    blur = [t.transforms[4].p for t in transforms.view_transforms]
+    solarize = [t.transforms[5].p for t in transforms.view_transforms]
+    assert (blur, solarize) == ([1.0, 0.5, 0.5], [0.0, 0.3, 0.0])
 
 
 @pytest.mark.parametrize(
