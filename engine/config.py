@@ -265,6 +265,49 @@ class AmpConfig(Section):
     dtype: Literal["bf16", "fp16"] = Field("bf16", description="fp16 adds a GradScaler")
 
 
+class CompileConfig(Section):
+    """``torch.compile`` of the model's forward in train and test steps. Checkpoints,
+    exports, the optimizer and the hooks keep the plain module (``state.base_model``)."""
+
+    enabled: bool = Field(
+        False,
+        description="compile the model's forward with torch.compile (after the DDP wrap); "
+        "off by default: on the CPU it did not pay (docs/benchmarks.md)",
+    )
+    backend: str = Field(
+        "inductor",
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="torch.compile backend, by name: one of torch._dynamo.list_backends(None) "
+        "(inductor, aot_eager, eager, ...) or one registered by a module in trainer.imports; "
+        "checked when enabled",
+    )
+    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = (
+        Field(
+            "default",
+            description="inductor's mode; reduce-overhead (CUDA graphs) needs a CUDA device",
+        )
+    )
+    dynamic: bool | None = Field(
+        None,
+        description="dynamic shapes: None recompiles with dynamic sizes when a size changes "
+        "(multi-crop views, a smaller last batch), true from the start, false never",
+    )
+    fullgraph: bool = Field(
+        False, description="one graph for the whole forward: a graph break is an error"
+    )
+
+    @model_validator(mode="after")
+    def _mode_is_inductors(self) -> CompileConfig:
+        if self.mode != "default" and self.backend != "inductor":
+            raise ValueError(
+                f"mode {self.mode} is an inductor setting; backend {self.backend} has no "
+                "modes: set mode=default or backend=inductor"
+            )
+        return self
+
+
 class ViTConfig(Section):
     """Sizes of a Vision Transformer backbone (``vit_*``); None keeps the preset's."""
 
@@ -498,6 +541,7 @@ class ModelConfig(Section):
         "faster convolutions under autocast on recent GPUs",
     )
     cuda_cache: CudaCacheConfig = Field(default_factory=CudaCacheConfig)
+    compile: CompileConfig = Field(default_factory=CompileConfig)
 
 
 class MomentumSchedule(Section):

@@ -29,6 +29,7 @@ SAFE: tuple[str, ...] = (
     "data.prefetch_factor",
     "model.amp.",
     "model.channels_last",
+    "model.compile.",
     "model.cuda_cache.",
     "optimizer.num_epochs",
     "optimizer.lr",

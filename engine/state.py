@@ -109,10 +109,18 @@ class RunFields:
         ),
     )
     model: torch.nn.Module | None = field(
-        default=None, metadata=_doc("the model being trained (DDP-wrapped when distributed)")
+        default=None,
+        metadata=_doc(
+            "the model the step calls: DDP-wrapped when distributed, compiled with "
+            "`model.compile.enabled`"
+        ),
     )
     base_model: torch.nn.Module | None = field(
-        default=None, metadata=_doc("the model without its DDP wrapper")
+        default=None,
+        metadata=_doc(
+            "the model without its DDP and compile wrappers: the module that owns the "
+            "parameters, as checkpoints and exports hold it"
+        ),
     )
     initial_backbone: torch.nn.Module | None = field(
         default=None,

@@ -14,6 +14,7 @@ from hookbus.parts.data import DATASETS, build_data_loaders
 from hookbus.parts.losses import LOSSES, build_loss
 from hookbus.parts.meters import build_meters
 from hookbus.parts.models import BACKBONES, build_model
+from hookbus.parts.models.compiled import check_compile, compile_forward
 from hookbus.parts.optim import build_optimizer
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, describe, feature_size
 
@@ -21,7 +22,8 @@ from hookbus.parts.python_parts import OptimizerFactory, PythonParts, describe, 
 def check_component_names(cfg: Config) -> None:
     """Raise a ConfigError naming the key whose registered name is unknown (the data and
     backbone names are not used when ``from_python`` names those parts; the loss name
-    always is: it chooses the method's hooks)."""
+    always is: it chooses the method's hooks), or the ``model.compile`` setting that
+    cannot be honoured (:func:`~hookbus.parts.models.compiled.check_compile`)."""
     python = cfg.from_python
     for key, registry, name, replaced in (
         ("data.name", DATASETS, cfg.data.name, python.train_data),
@@ -34,6 +36,7 @@ def check_component_names(cfg: Config) -> None:
             registry.get(name)
         except UnknownNameError as exc:
             raise ConfigError(f"{key}: {exc}") from None
+    check_compile(cfg)
 
 
 def check_model_accepts_data(
@@ -91,9 +94,11 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
 
 
 def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) -> None:
-    """Build the task onto the run state; the model is DDP-wrapped when distributed.
+    """Build the task onto the run state; the model is DDP-wrapped when distributed, and
+    then compiled with ``model.compile.enabled``.
 
-    Writes ``data_loaders``, ``base_model``, ``model``, ``loss_fn``, ``optimizer``,
+    Writes ``data_loaders``, ``base_model`` (the plain module), ``model`` (what the step
+    calls: ``base_model``, or its DDP and compile wrappers), ``loss_fn``, ``optimizer``,
     ``scaler``, ``amp_dtype`` and ``meters``. The model is built right after seeding with
     ``trainer.seed``, so its initial weights depend on the seed alone (a backbone from
     Python comes with its own). ``parts`` given as Python objects replace those the
@@ -133,6 +138,8 @@ def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) ->
             device_ids=[device.index] if device.type == "cuda" else None,
             find_unused_parameters=cfg.distributed.find_unused_parameters,
         )
+    if cfg.model.compile.enabled:
+        state.model = compile_forward(state.model, cfg.model.compile)
     state.loss_fn = (parts.loss if parts.loss is not None else build_loss(cfg)).to(device)
     state.optimizer = (
         build_optimizer(cfg, state.base_model)

@@ -11,6 +11,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from hookbus.engine.distributed import all_reduce_mean
 from hookbus.engine.events import SSLEvents
+from hookbus.parts.models.compiled import uncompiled
 from hookbus.parts.optim import learning_rate, set_learning_rate
 from hookbus.steps.registry import register_train_step
 
@@ -63,7 +64,8 @@ def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
     (after the optimizer step; with ``optimizer.accumulate_steps`` = k, every k-th batch
     and at the end of the phase). Forward and loss run under autocast when
     ``model.amp.enabled``; fp16 uses ``state.scaler``; with ``model.channels_last`` the
-    image batches are moved channels-last. Test phases run under no_grad.
+    image batches are moved channels-last; with ``model.compile`` the forward is the
+    compiled one (``state.model``). Test phases run under no_grad.
     The learning rate is set every optimizer step from the train iterations done before
     this one (``state.iteration - 1``: the trainer counts the current step before it
     runs), unless an ignite scheduler attached to the engine sets it
@@ -85,7 +87,7 @@ def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
     first = position % accumulate == 0
     last = (position + 1) % accumulate == 0 or position + 1 == state.phase_length
     model = state.model
-    skip_sync = train and not last and isinstance(model, DistributedDataParallel)
+    skip_sync = train and not last and isinstance(uncompiled(model), DistributedDataParallel)
     autocast = torch.autocast(
         device_type=state.device.type,
         dtype=state.amp_dtype or torch.float32,
