@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import bench_bus, bench_data, bench_gpu
+from benchmarks import bench_bus, bench_compile, bench_data, bench_gpu
 from benchmarks.harness import interleaved, markdown_table, paired_median
 from benchmarks.peer_pipelines import lightly_transform, torchvision_v1_transform
 from benchmarks.photo_folder import photo, write_photo_folder
+from tests.conftest import tiny_config
 
 
 def test_interleaved_rotates_the_order_of_the_contenders() -> None:
@@ -90,3 +91,18 @@ def test_photo_contenders_make_batches_of_the_recipes_views(tmp_path: Path) -> N
     assert all(run() > 0 for run in contenders.values())
     views = torchvision_v1_transform(cfg)(photo(0, (60, 45)))
     assert [tuple(view.shape) for view in views] == [(3, 224, 224)] * 2
+
+
+def test_compile_benchmark_times_both_contenders_on_the_eager_backend(tmp_path: Path) -> None:
+    cfg = tiny_config(
+        tmp_path / "unused",
+        trainer={"test_model": False},
+        optimizer={"num_epochs": 1, "warmup_epochs": 0},
+        machine={"num_threads": 1},
+        hooks={"summary_plot": {"enabled": False}, "tensorboard": {"enabled": False}},
+    )
+    runs = interleaved(bench_compile.contenders(cfg, "eager"), rounds=2)
+    assert [len(run.times) for run in runs["eager"] + runs["compiled"]] == [3, 3, 3, 3]
+    assert runs["compiled"][0].losses == pytest.approx(runs["eager"][0].losses, rel=1e-5)
+    (row,) = bench_compile.rows("tiny", runs, warmup=1)
+    assert len(row) == len(bench_compile.HEADER) and row[:2] == ["tiny", "3 (1)"]
