@@ -1,91 +1,201 @@
-"""1 process vs 2, and hookbus's launcher vs torchrun, on the digits SimCLR recipe.
+"""1 process vs 2, with hookbus's launcher and with torchrun, on the digits CNN and ResNet-18.
 
-    .venv/bin/python benchmarks/bench_distributed.py --epochs 5 --repeats 2
+    .venv/bin/python benchmarks/bench_distributed.py               # 2 rounds, both workloads
+    .venv/bin/python benchmarks/bench_distributed.py --quick       # 1 round, 2 digits epochs
 
-Runs `hookbus train configs/simclr_digits.yaml` three ways, alternating them, with the
-same global batch (256) and no thread setting of its own (`machine.num_threads` is left
-at 0, torch's choice), so each launcher's default is what is measured:
+Runs `hookbus train configs/simclr_digits.yaml` four ways, in alternation
+(`benchmarks/harness.py`), each with the same global batch, no test phase and the
+distributed backend gloo:
 
-- 1 process, batch 256;
-- 2 processes started by hookbus itself (`distributed.nproc_per_node=2`), 128 each;
-- 2 processes started by `torchrun --standalone --nproc_per_node=2 -m hookbus`, 128 each.
+- 1 process, torch's own thread count (`machine.num_threads` 0: 2 threads on 2 cores);
+- 1 process on 1 thread (`machine.num_threads=1`);
+- 2 processes started by hookbus itself (`distributed.nproc_per_node=2`), half the batch
+  each;
+- 2 processes started by `torchrun --standalone --nproc_per_node=2 -m hookbus`.
 
-It prints the wall time of each (process start included), images per second over the
-train epochs, and two ratios: 2-process / 1-process throughput, and the hookbus
-launcher's wall time / torchrun's (the target is within 10%: <= 1.10).
+Both launchers give each rank cores / processes threads (here 1). Two workloads:
+
+- digits CNN: the recipe (SmallCNN of width 32, 2 views of 16x16), global batch 256,
+  5 epochs of 5 steps;
+- ResNet-18, 32 px: the recipe with `model.backbone.name=resnet18`, the digits upsampled
+  to 32x32, the head 512-512-64, global batch 128, 3 epochs of 10 steps.
+
+Throughput is images per second over the train phases after the first (read from the
+run's `log.txt`: from the end of phase 0 to the end of the last phase, so process start,
+data set-up and the first epoch's warm-up are left out); the wall time, start to exit,
+is shown too. The efficiency of 2 processes is their throughput over twice the
+throughput of one process: 1.0 would be perfect scaling over two workers, each as fast
+as the one alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.harness import interleaved, machine, markdown_table, median
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"
-TRAIN_IMAGES_PER_EPOCH = 1280  # 5 batches of 256, the last partial batch dropped
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 
-CONTENDERS = ("1 process", "2, hookbus launcher", "2, torchrun")
+ONE, ONE_THREAD, LAUNCHER, TORCHRUN_2 = (
+    "1 process",
+    "1 process, 1 thread",
+    "2, hookbus launcher",
+    "2, torchrun",
+)
+CONTENDERS = (ONE, ONE_THREAD, LAUNCHER, TORCHRUN_2)
 
 
-def command(contender: str, epochs: int, run_dir: Path) -> list[str]:
+@dataclass(frozen=True)
+class Workload:
+    """A version of the digits recipe: overrides, global batch and train epochs."""
+
+    overrides: tuple[str, ...]
+    global_batch: int
+    epochs: int
+
+
+WORKLOADS = {
+    "digits CNN": Workload((), global_batch=256, epochs=5),
+    "ResNet-18, 32 px": Workload(
+        (
+            "model.backbone.name=resnet18",
+            "data.image_size=32",
+            "model.head.dims=[512,512,64]",
+        ),
+        global_batch=128,
+        epochs=3,
+    ),
+}
+
+PHASE_DONE = re.compile(r"^(\S+ \S+) INFO phase (\d+) train done \| (\d+) steps", re.M)
+"""A train phase's last line in ``log.txt``: its time, phase index and steps."""
+
+
+def command(contender: str, workload: Workload, run_dir: Path) -> list[str]:
     """The command line of one contender's run."""
-    processes = 1 if contender == "1 process" else 2
+    processes = 2 if contender in (LAUNCHER, TORCHRUN_2) else 1
     overrides = [
+        *workload.overrides,
         f"checkpoint.dir={run_dir}",
-        f"optimizer.num_epochs={epochs}",
-        f"data.batch_size={256 // processes}",
+        f"optimizer.num_epochs={workload.epochs}",
+        f"data.batch_size={workload.global_batch // processes}",
         "distributed.backend=gloo",
         "trainer.test_model=false",
         "hooks.evaluation_report.enabled=false",
         "hooks.progress_bar.enabled=false",
     ]
-    if contender == "2, hookbus launcher":
+    if contender == ONE_THREAD:
+        overrides.append("machine.num_threads=1")
+    if contender == LAUNCHER:
         overrides.append("distributed.nproc_per_node=2")
-    if contender == "2, torchrun":
+    if contender == TORCHRUN_2:
         launcher = [str(TORCHRUN), "--standalone", "--nproc_per_node=2", "-m", "hookbus"]
     else:
         launcher = [sys.executable, "-m", "hookbus"]
     return [*launcher, "train", str(RECIPE), *overrides, "-q"]
 
 
-def run(contender: str, epochs: int, workdir: Path) -> float:
-    """Seconds one training run takes, start to exit."""
+def steady_rate(log: str, global_batch: int) -> float:
+    """Images per second over the train phases after the first, from a run's log text."""
+    phases = [
+        (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f"), int(steps))
+        for stamp, _, steps in PHASE_DONE.findall(log)
+    ]
+    if len(phases) < 2:
+        raise ValueError(f"the log has {len(phases)} train phase ends; 2 or more are needed")
+    seconds = (phases[-1][0] - phases[0][0]).total_seconds()
+    return sum(steps for _, steps in phases[1:]) * global_batch / seconds
+
+
+@dataclass(frozen=True)
+class Measurement:
+    wall: float
+    """Seconds from start to exit."""
+    rate: float
+    """Images per second after the first epoch."""
+
+
+def run(contender: str, workload: Workload, workdir: Path) -> Measurement:
+    """Train once as ``contender``; returns the wall time and the steady throughput."""
     run_dir = workdir / f"run_{time.monotonic_ns()}"
     started = time.monotonic()
-    subprocess.run(command(contender, epochs, run_dir), cwd=ROOT, check=True, capture_output=True)
-    elapsed = time.monotonic() - started
+    subprocess.run(command(contender, workload, run_dir), cwd=ROOT, check=True, capture_output=True)
+    wall = time.monotonic() - started
+    rate = steady_rate((run_dir / "log.txt").read_text(), workload.global_batch)
     shutil.rmtree(run_dir, ignore_errors=True)
-    return elapsed
+    return Measurement(wall, rate)
 
 
-def main() -> None:
+def rows(name: str, results: dict[str, list[Measurement]]) -> list[list[str]]:
+    """Per contender: median wall time, median images/s, and for the 2-process runs the
+    efficiency against each 1-process contender."""
+    rate = {key: median([m.rate for m in values]) for key, values in results.items()}
+    table = []
+    for contender in CONTENDERS:
+        two = contender in (LAUNCHER, TORCHRUN_2)
+        table.append(
+            [
+                name,
+                contender,
+                f"{median([m.wall for m in results[contender]]):.1f}",
+                f"{rate[contender]:.0f}",
+                f"{rate[contender] / (2 * rate[ONE]):.2f}" if two else "",
+                f"{rate[contender] / (2 * rate[ONE_THREAD]):.2f}" if two else "",
+            ]
+        )
+    return table
+
+
+HEADER = [
+    "workload",
+    "contender",
+    "wall s",
+    "images/s",
+    "efficiency vs 1 process",
+    "efficiency vs 1 process, 1 thread",
+]
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=2)
-    args = parser.parse_args()
+    parser.add_argument("--rounds", type=int, default=2, help="alternated runs per contender")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
+    parser.add_argument("--quick", action="store_true", help="1 round of 2 digits epochs")
+    args = parser.parse_args(argv)
     if not TORCHRUN.exists():
         sys.exit(f"bench_distributed: {TORCHRUN} not found (it comes with torch)")
-    times: dict[str, list[float]] = {contender: [] for contender in CONTENDERS}
+    workloads = {name: WORKLOADS[name] for name in args.workload or WORKLOADS}
+    if args.quick:
+        args.rounds = 1
+        workloads = {"digits CNN": Workload((), global_batch=256, epochs=2)}
+    print(f"bench_distributed: {args.rounds} rounds; {machine()}")
+    table, ratios = [], []
     with tempfile.TemporaryDirectory() as workdir:
-        for _ in range(args.repeats):
-            for contender in CONTENDERS:
-                times[contender].append(run(contender, args.epochs, Path(workdir)))
-    images = args.epochs * TRAIN_IMAGES_PER_EPOCH
-    wall = {contender: statistics.median(samples) for contender, samples in times.items()}
-    print(f"{'contender':<22} {'wall s (median)':>16} {'images/s':>10}")
-    for contender in CONTENDERS:
-        print(f"{contender:<22} {wall[contender]:>16.1f} {images / wall[contender]:>10.0f}")
-    scaling = wall["1 process"] / wall["2, hookbus launcher"]
-    print(f"2-process throughput / 1-process throughput: {scaling:.2f}")
-    launcher = wall["2, hookbus launcher"] / wall["2, torchrun"]
-    print(f"hookbus launcher wall time / torchrun's: {launcher:.2f} (target <= 1.10)")
+        for name, workload in workloads.items():
+            runs = {c: lambda c=c, w=workload: run(c, w, Path(workdir)) for c in CONTENDERS}
+            results = interleaved(runs, args.rounds)
+            table += rows(name, results)
+            walls = {key: median([m.wall for m in values]) for key, values in results.items()}
+            ratios.append(
+                f"{name}: hookbus launcher wall time / torchrun's "
+                f"{walls[LAUNCHER] / walls[TORCHRUN_2]:.2f} (target <= 1.10)"
+            )
+    print(markdown_table(HEADER, table))
+    print("\n".join(ratios))
+    print(f"after: {machine()}")
 
 
 if __name__ == "__main__":

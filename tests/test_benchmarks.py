@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import bench_bus, bench_compile, bench_data, bench_gpu
+from benchmarks import bench_bus, bench_compile, bench_data, bench_distributed, bench_gpu
 from benchmarks.harness import interleaved, markdown_table, paired_median
 from benchmarks.peer_pipelines import lightly_transform, torchvision_v1_transform
 from benchmarks.photo_folder import photo, write_photo_folder
+from hookbus import SSLTrainer
 from tests.conftest import tiny_config
 
 
@@ -106,3 +107,47 @@ def test_compile_benchmark_times_both_contenders_on_the_eager_backend(tmp_path: 
     assert runs["compiled"][0].losses == pytest.approx(runs["eager"][0].losses, rel=1e-5)
     (row,) = bench_compile.rows("tiny", runs, warmup=1)
     assert len(row) == len(bench_compile.HEADER) and row[:2] == ["tiny", "3 (1)"]
+
+
+def test_distributed_benchmark_commands_split_the_global_batch(tmp_path: Path) -> None:
+    workload = bench_distributed.WORKLOADS["ResNet-18, 32 px"]
+    commands = {
+        contender: bench_distributed.command(contender, workload, tmp_path)
+        for contender in bench_distributed.CONTENDERS
+    }
+    assert "data.batch_size=128" in commands["1 process"]
+    assert "machine.num_threads=1" in commands["1 process, 1 thread"]
+    assert "data.batch_size=64" in commands["2, hookbus launcher"]
+    assert "distributed.nproc_per_node=2" in commands["2, hookbus launcher"]
+    assert commands["2, torchrun"][1:5] == ["--standalone", "--nproc_per_node=2", "-m", "hookbus"]
+    assert all("model.backbone.name=resnet18" in line for line in commands.values())
+
+
+def test_distributed_benchmark_reads_the_rate_after_the_first_phase() -> None:
+    log = "\n".join(
+        [
+            "2026-12-01 08:00:00,000 INFO phase 0 train done | 5 steps | data wait 1.0%",
+            "2026-12-01 08:00:04,000 INFO phase 1 test done | 1 steps | data wait 1.0%",
+            "2026-12-01 08:00:10,000 INFO phase 2 train done | 5 steps | data wait 1.0%",
+            "2026-12-01 08:00:20,500 INFO phase 4 train done | 5 steps | data wait 1.0%",
+        ]
+    )
+    assert bench_distributed.steady_rate(log, global_batch=256) == pytest.approx(2560 / 20.5)
+    with pytest.raises(ValueError, match="1 train phase ends"):
+        bench_distributed.steady_rate(log.splitlines()[0], global_batch=256)
+
+
+def test_distributed_benchmark_reads_a_real_log(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path / "run", machine={"num_threads": 1})
+    SSLTrainer(cfg).train()
+    rate = bench_distributed.steady_rate((tmp_path / "run" / "log.txt").read_text(), 8)
+    assert 0 < rate < float("inf")
+
+
+def test_distributed_benchmark_efficiency_is_over_twice_one_process() -> None:
+    rates = {"1 process": 100, "1 process, 1 thread": 60, "2, hookbus launcher": 120}
+    rates["2, torchrun"] = 90
+    results = {name: [bench_distributed.Measurement(10.0, rate)] for name, rate in rates.items()}
+    table = bench_distributed.rows("w", results)
+    assert [row[4:] for row in table] == [["", ""], ["", ""], ["0.60", "1.00"], ["0.45", "0.75"]]
+    assert len(table[0]) == len(bench_distributed.HEADER)
