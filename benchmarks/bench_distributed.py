@@ -11,7 +11,8 @@ distributed backend gloo:
 - 1 process on 1 thread (`machine.num_threads=1`);
 - 2 processes started by hookbus itself (`distributed.nproc_per_node=2`), half the batch
   each;
-- 2 processes started by `torchrun --standalone --nproc_per_node=2 -m hookbus`.
+- 2 processes started by `torchrun --standalone --nproc_per_node=2 -m hookbus` (run as
+  `python -m torch.distributed.run`, torchrun's module).
 
 Both launchers give each rank cores / processes threads (here 1). Two workloads:
 
@@ -47,7 +48,8 @@ from benchmarks.harness import interleaved, machine, markdown_table, median
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"
-TORCHRUN = Path(sys.executable).with_name("torchrun")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+"""``torchrun``, as its module (the same entry point, found in any environment)."""
 
 ONE, ONE_THREAD, LAUNCHER, TORCHRUN_2 = (
     "1 process",
@@ -102,7 +104,7 @@ def command(contender: str, workload: Workload, run_dir: Path) -> list[str]:
     if contender == LAUNCHER:
         overrides.append("distributed.nproc_per_node=2")
     if contender == TORCHRUN_2:
-        launcher = [str(TORCHRUN), "--standalone", "--nproc_per_node=2", "-m", "hookbus"]
+        launcher = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "hookbus"]
     else:
         launcher = [sys.executable, "-m", "hookbus"]
     return [*launcher, "train", str(RECIPE), *overrides, "-q"]
@@ -175,8 +177,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
     parser.add_argument("--quick", action="store_true", help="1 round of 2 digits epochs")
     args = parser.parse_args(argv)
-    if not TORCHRUN.exists():
-        sys.exit(f"bench_distributed: {TORCHRUN} not found (it comes with torch)")
     workloads = {name: WORKLOADS[name] for name in args.workload or WORKLOADS}
     if args.quick:
         args.rounds = 1

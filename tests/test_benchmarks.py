@@ -119,7 +119,8 @@ def test_distributed_benchmark_commands_split_the_global_batch(tmp_path: Path) -
     assert "machine.num_threads=1" in commands["1 process, 1 thread"]
     assert "data.batch_size=64" in commands["2, hookbus launcher"]
     assert "distributed.nproc_per_node=2" in commands["2, hookbus launcher"]
-    assert commands["2, torchrun"][1:5] == ["--standalone", "--nproc_per_node=2", "-m", "hookbus"]
+    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m"]
+    assert commands["2, torchrun"][1:7] == [*torchrun, "hookbus"]
     assert all("model.backbone.name=resnet18" in line for line in commands.values())
 
 
