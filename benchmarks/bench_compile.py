@@ -1,6 +1,7 @@
 """model.compile against eager on the CPU: step time of the digits CNN and ResNet-18 at 64 px.
 
     .venv/bin/python benchmarks/bench_compile.py               # 3 rounds, inductor
+    .venv/bin/python benchmarks/bench_compile.py --threads 1   # steadier on a busy machine
     .venv/bin/python benchmarks/bench_compile.py --quick       # a smoke run: eager backend
 
 Both contenders run ``SSLTrainer.train`` on ``configs/simclr_digits.yaml`` with its
@@ -13,9 +14,10 @@ and once without, in alternation (``benchmarks/harness.py``), ``--rounds`` times
   to 64x64, the head 512-512-64 and batch 64, 1 epoch of 20 steps.
 
 A step's time is the trainer's own (``state.batch_time``: batch, forward, loss, backward,
-update). The step time is the median over the steps after the first ``--warmup``; the
-compile time is how much longer the compiled run's warm-up steps took than the eager
-run's (torch compiles the forward and the backward in the first step). Each compiled run
+update). The step time is the median over the steps after the first ``--warmup``. The
+compile time is the warm-up's excess in the compiled run (its first ``--warmup`` steps'
+time over as many of its later steps) less that excess in the eager run of the same
+round: torch compiles the forward and the backward in the first step. Each compiled run
 starts from ``torch._dynamo.reset()``, and inductor's cache lives in a fresh folder, so
 the first round compiles from nothing and the later ones find inductor's cache on disk,
 as a second run of a recipe on the same machine would. The losses of the two contenders
@@ -58,12 +60,14 @@ WORKLOADS: dict[str, tuple[str, ...]] = {
 CONTENDERS = ("eager", "compiled")
 
 
-def recipe(workload: Sequence[str], run_dir: Path) -> Config:
-    """The digits recipe with ``workload``'s overrides, train phases only."""
+def recipe(workload: Sequence[str], run_dir: Path, threads: int = 0) -> Config:
+    """The digits recipe with ``workload``'s overrides, train phases only, on
+    ``threads`` torch threads (0: torch's choice, as in the recipe)."""
     return load_config(
         RECIPE,
         [
             *workload,
+            f"machine.num_threads={threads}",
             "trainer.test_model=false",
             "hooks.evaluation_report.enabled=false",
             "hooks.progress_bar.enabled=false",
@@ -101,11 +105,13 @@ class Run:
     times: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
 
-    def warmup_seconds(self, warmup: int) -> float:
-        return sum(self.times[:warmup])
-
     def step_seconds(self, warmup: int) -> float:
+        """The median time of the steps after the first ``warmup``."""
         return median(self.times[warmup:])
+
+    def warmup_excess(self, warmup: int) -> float:
+        """How much longer the first ``warmup`` steps took than as many later steps."""
+        return sum(self.times[:warmup]) - warmup * self.step_seconds(warmup)
 
 
 def train(cfg: Config) -> Run:
@@ -134,7 +140,7 @@ def rows(name: str, runs: dict[str, list[Run]], warmup: int) -> list[list[str]]:
     eager, compiled = runs["eager"], runs["compiled"]
     step = {key: median([r.step_seconds(warmup) for r in value]) for key, value in runs.items()}
     pairs = list(zip(compiled, eager, strict=True))
-    extra = [c.warmup_seconds(warmup) - e.warmup_seconds(warmup) for c, e in pairs]
+    extra = [c.warmup_excess(warmup) - e.warmup_excess(warmup) for c, e in pairs]
     warm = f"{median(extra[1:]):.1f}" if len(extra) > 1 else "-"
     losses = [
         abs(c - e) / abs(e)
@@ -173,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternated runs per contender")
     parser.add_argument("--warmup", type=int, default=5, help="untimed first steps of a run")
     parser.add_argument("--backend", default="inductor", help="model.compile.backend")
+    parser.add_argument("--threads", type=int, default=0, help="machine.num_threads (0: torch's)")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
     parser.add_argument(
         "--quick", action="store_true", help="eager backend, 1 round of 2 digits epochs"
@@ -186,10 +193,13 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache  # the first round compiles cold
         for name, overrides in workloads.items():
-            cfg = recipe(overrides, Path(cache) / "unused")
+            cfg = recipe(overrides, Path(cache) / "unused", args.threads)
             runs = interleaved(contenders(cfg, args.backend), args.rounds)
             table += rows(name, runs, args.warmup)
-    print(f"bench_compile: backend {args.backend}, {args.rounds} rounds; {machine()}")
+    print(
+        f"bench_compile: backend {args.backend}, {args.rounds} rounds, machine.num_threads "
+        f"{args.threads}; {machine()}"
+    )
     print(markdown_table(HEADER, table))
 
 
