@@ -272,7 +272,8 @@ class CompileConfig(Section):
     enabled: bool = Field(
         False,
         description="compile the model's forward with torch.compile (after the DDP wrap); "
-        "off by default: on the CPU it did not pay (docs/benchmarks.md)",
+        "off by default: on the CPU it did not pay for the shipped recipes "
+        "(docs/guides/speed.md)",
     )
     backend: str = Field(
         "inductor",
