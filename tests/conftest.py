@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from hookbus import Config
 from hookbus.engine.config_io import validate_config
 from tests.tiny_data import TINY
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread() -> Iterator[None]:
+    """The suite's runs in this process use one torch thread. Its models are tiny, and on
+    two shared cores a second thread waits for the first more than it helps: six of the
+    trainer-heavy test files took 346-476 s on torch's default of two threads against
+    82-89 s on one (load average 8.5). Tests of thread settings set their own."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def tiny_config(run_dir: Path, **sections: dict) -> Config:
