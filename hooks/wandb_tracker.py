@@ -54,7 +54,11 @@ class WandbHook(ExperimentTracker):
     train phase before it). The run id is checkpointed: a run resumed from a checkpoint
     logs into the same W&B run (``resume="allow"``); in offline mode each start adds an
     ``offline-run-*-<id>`` folder under ``<dir>/wandb``, and ``wandb sync`` uploads them
-    into one run. ``float(loss)`` on logged iterations is the only per-step device sync.
+    into one run. W&B's service process writes an offline run's last records after
+    ``finish()`` returns, and is done when the interpreter exits (W&B's exit handler waits
+    for it) or ``wandb.teardown()`` returns: a script that reads or syncs an offline
+    folder in the process that trained calls ``wandb.teardown()`` first. ``float(loss)``
+    on logged iterations is the only per-step device sync.
     Mode ``disabled`` opens no run. ``hook.run`` is the open ``wandb`` run (rank 0, from
     ``on_start`` to the end), else None. Writes nothing to the run state.
 

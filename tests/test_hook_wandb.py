@@ -41,8 +41,23 @@ def wandb_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
+def wait_for_the_offline_files() -> None:
+    """Return once W&B's service has written the finished runs to disk.
+
+    ``run.finish()`` returns once the service has handled the run's exit record; the
+    service closes the run's ``.wandb`` file after that, when it takes finish's last
+    message, which finish does not wait for (at once on an idle machine, a while later on
+    a loaded one). ``wandb.teardown()`` (what W&B runs at interpreter exit) returns once
+    the service process has ended, every file written.
+    """
+    import wandb
+
+    wandb.teardown()
+
+
 def train(run_dir: Path, num_epochs: int, **hooks: Any) -> None:
-    """Train the tiny config into ``run_dir`` with the W&B hook on, up to ``num_epochs``."""
+    """Train the tiny config into ``run_dir`` with the W&B hook on, up to ``num_epochs``;
+    return once the run's offline files are written."""
     cfg = tiny_config(
         run_dir,
         optimizer={"num_epochs": num_epochs, "warmup_epochs": 0},
@@ -50,6 +65,7 @@ def train(run_dir: Path, num_epochs: int, **hooks: Any) -> None:
         hooks={"wandb": WANDB, "evaluation_report": EVALUATION, **hooks},
     )
     SSLTrainer(cfg).train()
+    wait_for_the_offline_files()
 
 
 def read_records(path: Path) -> list[Any]:
@@ -195,6 +211,7 @@ def test_a_failed_run_is_finished_as_failed(tmp_path: Path, wandb_env: None) -> 
     trainer = SSLTrainer(cfg, hooks=[*default_hooks(cfg), PoisonOutput(at_iteration=2)])
     with pytest.raises(FloatingPointError):
         trainer.train()
+    wait_for_the_offline_files()
     (folder,) = offline_runs(tmp_path / "run")
     assert only(folder, "exit").exit_code == 1
 
