@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,9 @@ from hookbus.engine.errors import PreemptedError
 from hookbus.engine.priorities import Priority
 from hookbus.hooks.online_probe import OnlineProbeHook
 from tests.conftest import tiny_config
+from tests.loss_reference import on_two_ranks, two_rank_results
 from tests.test_methods_resume import StopAfterPhase, assert_equal_states
 from tests.test_preemption import SignalAt
-from tests.torchrun import torchrun
 
 CENTRES = torch.tensor([[4.0, 0.0], [0.0, 4.0], [-4.0, -4.0]])
 
@@ -251,24 +250,16 @@ def sharded_probe(rank: int, world: int) -> dict[str, Any]:
     return {"state": hook.state_dict(), "metrics": engine.state.metrics}
 
 
-def test_two_ranks_average_the_gradient_and_the_counts_like_one_process(
-    tmp_path: Path,
-) -> None:
-    torchrun("-m", "tests.test_hook_online_probe", str(tmp_path), timeout=180)
+@on_two_ranks
+def online_probe_on_each_rank() -> dict[str, Any]:
+    return sharded_probe(dist.get_rank(), dist.get_world_size())
+
+
+def test_two_ranks_average_the_gradient_and_the_counts_like_one_process() -> None:
+    ranks = two_rank_results(online_probe_on_each_rank)
     expected = sharded_probe(rank=0, world=1)
-    for rank in range(2):
-        got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
+    for rank, got in enumerate(ranks):
         assert got["metrics"] == expected["metrics"]
         for name, value in expected["state"]["probe"].items():
             assert torch.allclose(got["state"]["probe"][name], value, atol=1e-6), (rank, name)
-    ranks = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=True) for rank in range(2)]
     assert_equal_states(ranks[0]["state"]["probe"], ranks[1]["state"]["probe"], "ranks")
-
-
-if __name__ == "__main__":  # a rank of the test above, run by torchrun
-    dist.init_process_group("gloo")
-    torch.save(
-        sharded_probe(dist.get_rank(), dist.get_world_size()),
-        Path(sys.argv[1]) / f"rank{dist.get_rank()}.pt",
-    )
-    dist.destroy_process_group()

@@ -1,4 +1,4 @@
-"""The Barlow Twins loss against a direct loop-based reference."""
+"""The Barlow Twins loss against a direct loop-based reference, and on two gloo ranks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import torch
 
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import BarlowTwinsLoss, build_loss
-from tests.loss_reference import assert_same_value_and_gradients, tensors
+from tests.loss_reference import (
+    ShardedLoss,
+    assert_same_value_and_gradients,
+    on_two_ranks,
+    tensors,
+    two_rank_results,
+)
 
 
 def standardised_column(view: torch.Tensor, column: int, eps: float) -> list[torch.Tensor]:
@@ -57,3 +63,27 @@ def test_built_from_the_section() -> None:
     loss = build_loss(cfg)
     assert isinstance(loss, BarlowTwinsLoss)
     assert loss.lambd == 0.01
+
+
+def global_embeddings() -> dict[str, list[torch.Tensor]]:
+    """Two views of a global batch of 8 embeddings of 6, the same on every rank."""
+    generator = torch.Generator().manual_seed(0)
+    return {"embeddings": [torch.randn(8, 6, generator=generator) for _ in range(2)]}
+
+
+def registered_loss(output: dict[str, list[torch.Tensor]]) -> torch.Tensor:
+    """The loss ``loss.name: barlow_twins`` builds with its default settings."""
+    return build_loss(validate_config({"loss": {"name": "barlow_twins"}}))(output, {})
+
+
+# Each rank standardises its columns and sums its cross-correlation over the global batch.
+SHARDED = ShardedLoss(registered_loss, global_embeddings, ("embeddings",))
+
+
+@on_two_ranks
+def barlow_twins_on_each_rank() -> dict:
+    return SHARDED.on_rank()
+
+
+def test_two_gloo_ranks_reduce_the_cross_correlation_over_the_global_batch() -> None:
+    SHARDED.assert_ranks_match_one_process(two_rank_results(barlow_twins_on_each_rank))

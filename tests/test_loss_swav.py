@@ -9,7 +9,14 @@ import torch
 
 from hookbus.engine.config_io import validate_config
 from hookbus.parts.losses import SwavLoss, build_loss, sinkhorn
-from tests.loss_reference import assert_same_value_and_gradients, log_softmax_entry, tensors
+from tests.loss_reference import (
+    ShardedLoss,
+    assert_same_value_and_gradients,
+    log_softmax_entry,
+    on_two_ranks,
+    tensors,
+    two_rank_results,
+)
 
 
 def scores(rows: int, cols: int, seed: int = 0) -> torch.Tensor:
@@ -117,3 +124,29 @@ def test_swav_built_from_its_section() -> None:
     loss = build_loss(cfg)
     assert isinstance(loss, SwavLoss)
     assert (loss.temperature, loss.assign_views) == (0.2, 1)
+
+
+def global_scores() -> dict[str, list[torch.Tensor]]:
+    """The prototype scores of two views of a global batch of 8 (6 prototypes), the same
+    on every rank."""
+    generator = torch.Generator().manual_seed(0)
+    return {"scores": [torch.randn(8, 6, generator=generator) for _ in range(2)]}
+
+
+def registered_loss(output: dict[str, list[torch.Tensor]]) -> torch.Tensor:
+    """The loss ``loss.name: swav`` builds with its default settings."""
+    raw = {"loss": {"name": "swav"}, "model": {"prototypes": {"count": 6}}}
+    return build_loss(validate_config(raw))(output, {})
+
+
+# Sinkhorn-Knopp normalises the codes over the global batch: its sums are all-reduced.
+SHARDED = ShardedLoss(registered_loss, global_scores, ("scores",))
+
+
+@on_two_ranks
+def swav_on_each_rank() -> dict:
+    return SHARDED.on_rank()
+
+
+def test_two_gloo_ranks_solve_sinkhorn_over_the_global_batch() -> None:
+    SHARDED.assert_ranks_match_one_process(two_rank_results(swav_on_each_rank))
