@@ -25,6 +25,19 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
+    def changed_keys(self) -> list[str]:
+        """The keys whose value differs from their default, in field order; a nested
+        section's as ``section.key``. A key set to its default value is not changed."""
+        changed = []
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            default = field.get_default(call_default_factory=True)
+            if isinstance(value, Section) and type(value) is type(default):
+                changed += [f"{name}.{key}" for key in value.changed_keys()]
+            elif value != default:
+                changed.append(name)
+        return changed
+
 
 class TrainerConfig(Section):
     train_step_name: str = Field(
@@ -364,6 +377,10 @@ class ViTConfig(Section):
 
 
 class BackboneConfig(Section):
+    """The backbone, by name, and its options. Each built-in backbone reads some of them
+    (its builder says which); one set for a backbone that does not read it is refused
+    when the run is validated, naming the key."""
+
     name: str = Field(
         "small_cnn",
         description="backbone, by its registered name, or tv:NAME for torchvision's "
@@ -373,8 +390,8 @@ class BackboneConfig(Section):
     in_channels: int = Field(1, ge=1, le=64, description="image channels")
     small_stem: bool = Field(
         False,
-        description="resnet*: a 3x3 stride-1 first convolution and no max-pool, for small "
-        "images (an export then needs the same stem in torchvision's model)",
+        description="resnet18, resnet50: a 3x3 stride-1 first convolution and no max-pool, "
+        "for small images (an export then needs the same stem in torchvision's model)",
     )
     zero_init_residual: bool = Field(
         False,
@@ -386,20 +403,12 @@ class BackboneConfig(Section):
         ge=1,
         le=MAX_PIXELS,
         description="image side the backbone is built for (vit_*: the grid of its position "
-        "embedding; tv:*: the trial forward that checks the feature size); None: "
-        "data.image_size",
+        "embedding; tv:*: the trial forward that checks the feature size; the others do not "
+        "read it); None: data.image_size",
     )
     vit: ViTConfig = Field(
         default_factory=ViTConfig, description="vit_*: sizes that override the preset's"
     )
-
-    @model_validator(mode="after")
-    def _zero_init_residual_on_resnets(self) -> BackboneConfig:
-        if self.zero_init_residual and self.name not in ("resnet18", "resnet50"):
-            raise ValueError(
-                f"zero_init_residual is an option of resnet18 and resnet50, not of {self.name!r}"
-            )
-        return self
 
 
 class HeadConfig(Section):
@@ -435,6 +444,13 @@ class PredictorConfig(Section):
     def _input_and_output(self) -> PredictorConfig:
         if len(self.dims) == 1:
             raise ValueError("dims needs an input and an output size, or nothing")
+        unused = [] if self.dims else self.changed_keys()
+        if unused:
+            raise ValueError(
+                f"model.predictor.{unused[0]} shapes the predictor, but model.predictor.dims "
+                f"is empty (no predictor is built): set model.predictor.dims, or remove "
+                f"model.predictor.{unused[0]}"
+            )
         return self
 
 
@@ -448,11 +464,25 @@ class PrototypesConfig(Section):
         "weight-normalised last layer); SwAV normalises them in a hook instead",
     )
 
+    @model_validator(mode="after")
+    def _weight_norm_needs_prototypes(self) -> PrototypesConfig:
+        if self.weight_norm and not self.count:
+            raise ValueError(
+                "model.prototypes.weight_norm normalises the prototypes, but "
+                "model.prototypes.count is 0 (no prototypes are built): set "
+                "model.prototypes.count, or remove model.prototypes.weight_norm"
+            )
+        return self
+
 
 class LinearEvalConfig(Section):
     """Linear evaluation: a linear classifier trained on a frozen backbone."""
 
-    enabled: bool = Field(False, description="train a linear classifier, not an SSL head")
+    enabled: bool = Field(
+        False,
+        description="train a linear classifier on the frozen backbone; the SSL parts of the "
+        "recipe (model.head, model.predictor, model.prototypes) are not built",
+    )
     num_classes: int = Field(10, ge=2, le=100_000, description="classes of the linear classifier")
     feature_norm: bool = Field(
         True,
@@ -470,7 +500,9 @@ class FineTuneConfig(Section):
     """Fine-tuning: the backbone trained end to end with a linear classifier on the labels."""
 
     enabled: bool = Field(
-        False, description="train the backbone and a linear classifier, not an SSL head"
+        False,
+        description="train the backbone and a linear classifier; the SSL parts of the recipe "
+        "(model.head, model.predictor, model.prototypes) are not built",
     )
     num_classes: int = Field(10, ge=2, le=100_000, description="classes of the linear classifier")
     feature_norm: bool = Field(
@@ -1032,11 +1064,13 @@ class Config(Section):
             raise ValueError(f"loss.name {loss} needs prototypes: set model.prototypes.count")
         if loss == "mae":
             self._mae_parts()
-        elif loss != "cross_entropy" and self.data.num_views < 2:
-            raise ValueError(
-                f"loss.name {loss} compares views of each image: data.num_views must be at "
-                f"least 2 (got {self.data.num_views})"
-            )
+        else:
+            self._no_mae_decoder()
+            if loss != "cross_entropy" and self.data.num_views < 2:
+                raise ValueError(
+                    f"loss.name {loss} compares views of each image: data.num_views must be "
+                    f"at least 2 (got {self.data.num_views})"
+                )
         if model.linear_eval.enabled and model.fine_tune.enabled:
             raise ValueError(
                 "model.linear_eval.enabled and model.fine_tune.enabled are two evaluation "
@@ -1077,6 +1111,21 @@ class Config(Section):
             raise ValueError(
                 "loss.name mae has a decoder (model.mae_decoder), no predictor or prototypes: "
                 "set model.predictor.dims=[] and model.prototypes.count=0"
+            )
+        head = model.head.changed_keys()
+        if head:
+            raise ValueError(
+                f"model.head.{head[0]}: loss.name mae has a decoder (model.mae_decoder), no "
+                "projection head, so model.head is not used; remove it"
+            )
+
+    def _no_mae_decoder(self) -> None:
+        """``model.mae_decoder`` shapes the decoder that only ``loss.name mae`` builds."""
+        decoder = self.model.mae_decoder.changed_keys()
+        if decoder:
+            raise ValueError(
+                f"model.mae_decoder.{decoder[0]}: the MAE decoder is built only for "
+                f"loss.name mae, not {self.loss.name}; remove it"
             )
 
     def _layer_decay_needs_a_vit(self) -> None:

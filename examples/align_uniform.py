@@ -44,7 +44,7 @@ class AlignUniformLoss(nn.Module):
         return align + self.weight * uniform
 
 
-@LOSSES.register("align_uniform")
+@LOSSES.register("align_uniform", reads=())
 def build_align_uniform(cfg: LossConfig) -> AlignUniformLoss:
     """:class:`AlignUniformLoss` with the paper's ``t = 2`` and equal weights."""
     return AlignUniformLoss()

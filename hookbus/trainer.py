@@ -41,7 +41,7 @@ from hookbus.hooks.defaults import default_hooks
 from hookbus.hooks.run_stats import phase_record
 from hookbus.parts.data import finish_views, set_loader_epoch
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, initial_copy
-from hookbus.parts.task import check_component_names, prepare_task
+from hookbus.parts.task import check_component_names, check_options_are_read, prepare_task
 from hookbus.steps import get_train_step
 
 logger = logging.getLogger("hookbus")
@@ -114,6 +114,7 @@ class SSLTrainer:
         self.parts = PythonParts(backbone, train_data, test_data, optimizer, loss)
         cfg = self.parts.apply_to(cfg)
         check_component_names(cfg)
+        check_options_are_read(cfg)
         check_device(cfg)
         check_run_dir(Path(cfg.checkpoint.dir))
         try:

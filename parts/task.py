@@ -14,6 +14,7 @@ from hookbus.parts.data import DATASETS, build_data_loaders
 from hookbus.parts.losses import LOSSES, build_loss
 from hookbus.parts.meters import build_meters
 from hookbus.parts.models import BACKBONES, build_model
+from hookbus.parts.models.build import check_backbone_options
 from hookbus.parts.models.compiled import check_compile, compile_forward
 from hookbus.parts.optim import build_optimizer
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, describe, feature_size
@@ -37,6 +38,33 @@ def check_component_names(cfg: Config) -> None:
         except UnknownNameError as exc:
             raise ConfigError(f"{key}: {exc}") from None
     check_compile(cfg)
+
+
+def check_options_are_read(cfg: Config) -> None:
+    """Raise a ConfigError naming a model option that the parts of the run would not
+    read: a ``model.backbone`` option its backbone does not read
+    (:func:`~hookbus.parts.models.build.check_backbone_options`), or a predictor or
+    prototypes that the loss does not read (with a loss from Python, or for linear
+    evaluation and fine-tuning, which build no SSL parts, those are not checked)."""
+    check_backbone_options(cfg)
+    model, name = cfg.model, cfg.loss.name
+    reads = LOSSES.reads(name)
+    if (
+        reads is None
+        or cfg.from_python.loss
+        or model.linear_eval.enabled
+        or model.fine_tune.enabled
+    ):
+        return
+    for part, output, key, value, off in (
+        ("predictor", "predictions", "model.predictor.dims", model.predictor.dims, "[]"),
+        ("prototypes", "prototype scores", "model.prototypes.count", model.prototypes.count, "0"),
+    ):
+        if value and part not in reads:
+            raise ConfigError(
+                f"{key}: loss.name {name} reads no {output} (the losses that do: "
+                f"{', '.join(LOSSES.readers(part))}); set {key}={off}"
+            )
 
 
 def check_model_accepts_data(

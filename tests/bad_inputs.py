@@ -86,6 +86,37 @@ NAMED: list[BadInput] = [
         "model.linear_eval.num_classes",
     ),
     BadInput("cross-field", ("loss.name=byol",), "model.predictor.dims"),
+    BadInput("unread option", ("model.backbone.small_stem=true",), "model.backbone.small_stem"),
+    BadInput(
+        "unread option",
+        ("model.backbone.zero_init_residual=true",),
+        "model.backbone.zero_init_residual",
+    ),
+    BadInput("unread option", ("model.backbone.image_size=32",), "model.backbone.image_size"),
+    BadInput(
+        "unread option", ("model.backbone.vit.drop_path=0.1",), "model.backbone.vit.drop_path"
+    ),
+    BadInput(
+        "unread option",
+        ("model.backbone.name=resnet18", "model.backbone.width=64"),
+        "model.backbone.width",
+    ),
+    BadInput(
+        "unread option",
+        ("model.backbone.name=tv:resnet18", "model.backbone.small_stem=true"),
+        "model.backbone.small_stem",
+    ),
+    BadInput("unread option", ("model.predictor.dims=[64,32,64]",), "model.predictor.dims"),
+    BadInput("unread option", ("model.prototypes.count=16",), "model.prototypes.count"),
+    BadInput(
+        "unread option",
+        ("model.predictor.output_batch_norm=affine",),
+        "model.predictor.output_batch_norm",
+    ),
+    BadInput(
+        "unread option", ("model.prototypes.weight_norm=true",), "model.prototypes.weight_norm"
+    ),
+    BadInput("unread option", ("model.mae_decoder.depth=2",), "model.mae_decoder.depth"),
     BadInput("non-finite", ("optimizer.warmup_epochs=.inf",), "optimizer.warmup_epochs"),
     BadInput("non-finite", ("optimizer.lr=.nan",), "optimizer.lr"),
     BadInput("non-finite", ("optimizer.lr=1e309",), "optimizer.lr"),

@@ -38,7 +38,7 @@ def test_training_longer_is_applied_and_logged(
 @pytest.mark.parametrize(
     ("section", "change", "named"),
     [
-        ("model", {"predictor": {"dims": [8, 16, 8]}}, "model.predictor.dims: [] -> [8, 16, 8]"),
+        ("model", {"head": {"dims": [16, 32, 8]}}, "model.head.dims: [16, 16, 8] -> [16, 32, 8]"),
         ("loss", {"temperature": 0.2}, "loss.temperature: 0.5 -> 0.2"),
         ("optimizer", {"weight_decay": 0.5}, "optimizer.weight_decay: 1e-05 -> 0.5"),
         ("optimizer", {"name": "sgd"}, "optimizer.name: 'adamw' -> 'sgd'"),

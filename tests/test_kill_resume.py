@@ -37,6 +37,7 @@ METHODS = {
                 "name": "vit_tiny",
                 "vit": {"patch_size": 2, "width": 8, "depth": 1, "heads": 2, "mlp_dim": 16},
             },
+            "head": {},  # MAE builds no projection head: the recipe's is dropped
             "mae_decoder": {"width": 8, "depth": 1, "heads": 2},
         },
         "data": {"num_views": 1},

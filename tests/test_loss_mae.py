@@ -40,6 +40,7 @@ TINY_MAE = {
     "data": {"num_views": 1},
     "model": {
         "backbone": {"name": "vit_tiny", "in_channels": 1, "vit": TINY_VIT},
+        "head": {},  # MAE builds no projection head: the tiny config's is dropped
         "mae_decoder": TINY_DECODER,
     },
     "loss": {"name": "mae"},

@@ -177,8 +177,3 @@ def test_zero_init_residual_starts_every_residual_block_as_the_identity() -> Non
         Config().model.backbone.model_copy(update={"name": "resnet18"})
     )
     assert torch.equal(plain.layer1[0].bn2.weight, torch.ones(64))
-
-
-def test_zero_init_residual_is_refused_for_other_backbones() -> None:
-    with pytest.raises(ValueError, match="zero_init_residual is an option of resnet18"):
-        Config.model_validate({"model": {"backbone": {"zero_init_residual": True}}})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from torch import nn
 
@@ -21,80 +21,124 @@ from hookbus.parts.losses.simsiam import SimsiamLoss
 from hookbus.parts.losses.swav import SwavLoss
 from hookbus.parts.losses.vicreg import VicregLoss
 
-LOSSES: Registry[Callable[[LossConfig], nn.Module]] = Registry("loss")
+LossBuilder = Callable[[LossConfig], nn.Module]
+"""A loss builder: ``(cfg.loss) -> loss module``."""
+
+MODEL_PARTS = ("predictor", "prototypes")
+"""The optional parts of the SSL model, each read by some losses only: the predictor's
+``predictions`` and the prototypes' ``scores``."""
+
+
+class LossRegistry(Registry[LossBuilder]):
+    """The loss builders by name. A builder registered with the optional model parts
+    its loss reads (``reads``, of :data:`MODEL_PARTS`) has the other parts refused when
+    a config sets them (``model.predictor.dims``, ``model.prototypes.count``)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self._reads: dict[str, tuple[str, ...]] = {}
+
+    def register(
+        self, name: str, reads: Sequence[str] | None = None
+    ) -> Callable[[LossBuilder], LossBuilder]:
+        """Decorator that registers a builder as ``name``, whose loss reads the model
+        parts ``reads`` (None: it may read any, nothing is refused)."""
+        unknown = sorted(set(reads or ()) - set(MODEL_PARTS))
+        if unknown:
+            raise ValueError(f"loss {name!r}: {', '.join(unknown)} not in {MODEL_PARTS}")
+        register = super().register(name)
+
+        def decorator(builder: LossBuilder) -> LossBuilder:
+            register(builder)
+            if reads is not None:
+                self._reads[name] = tuple(reads)
+            return builder
+
+        return decorator
+
+    def reads(self, name: str) -> tuple[str, ...] | None:
+        """The model parts the loss ``name`` reads, or None when its builder did not say."""
+        return self._reads.get(name)
+
+    def readers(self, part: str) -> list[str]:
+        """The losses that read the model part ``part`` (or may: undeclared ones)."""
+        return [name for name in self.names() if part in self._reads.get(name, (part,))]
+
+
+LOSSES = LossRegistry("loss")
 """Builders ``(cfg.loss) -> loss module``, chosen by ``loss.name``. A loss module is
 called as ``loss(output, batch)`` and returns a scalar tensor."""
 
 
-@LOSSES.register("nt_xent")
+@LOSSES.register("nt_xent", ())
 def build_nt_xent(cfg: LossConfig) -> NTXentLoss:
     """:class:`NTXentLoss` (SimCLR) at ``loss.temperature``."""
     return NTXentLoss(cfg.temperature)
 
 
-@LOSSES.register("moco")
+@LOSSES.register("moco", ())
 def build_moco(cfg: LossConfig) -> MocoLoss:
     """:class:`MocoLoss` at ``loss.moco.temperature``."""
     return MocoLoss(cfg.moco.temperature)
 
 
-@LOSSES.register("moco_v3")
+@LOSSES.register("moco_v3", ("predictor",))
 def build_moco_v3(cfg: LossConfig) -> MocoV3Loss:
     """:class:`MocoV3Loss` at ``loss.moco_v3.temperature``."""
     return MocoV3Loss(cfg.moco_v3.temperature)
 
 
-@LOSSES.register("byol")
+@LOSSES.register("byol", ("predictor",))
 def build_byol(cfg: LossConfig) -> ByolLoss:
     """:class:`ByolLoss` (no settings)."""
     return ByolLoss()
 
 
-@LOSSES.register("swav")
+@LOSSES.register("swav", ("prototypes",))
 def build_swav(cfg: LossConfig) -> SwavLoss:
     """:class:`SwavLoss` from ``loss.swav``."""
     swav = cfg.swav
     return SwavLoss(swav.temperature, swav.epsilon, swav.sinkhorn_iterations, swav.assign_views)
 
 
-@LOSSES.register("dino")
+@LOSSES.register("dino", ("prototypes",))
 def build_dino(cfg: LossConfig) -> DinoLoss:
     """:class:`DinoLoss` at ``loss.dino.student_temperature``."""
     return DinoLoss(cfg.dino.student_temperature)
 
 
-@LOSSES.register("barlow_twins")
+@LOSSES.register("barlow_twins", ())
 def build_barlow_twins(cfg: LossConfig) -> BarlowTwinsLoss:
     """:class:`BarlowTwinsLoss` from ``loss.barlow_twins``."""
     return BarlowTwinsLoss(cfg.barlow_twins.lambd, cfg.barlow_twins.eps)
 
 
-@LOSSES.register("vicreg")
+@LOSSES.register("vicreg", ())
 def build_vicreg(cfg: LossConfig) -> VicregLoss:
     """:class:`VicregLoss` from ``loss.vicreg``."""
     vicreg = cfg.vicreg
     return VicregLoss(vicreg.sim_coeff, vicreg.std_coeff, vicreg.cov_coeff)
 
 
-@LOSSES.register("simsiam")
+@LOSSES.register("simsiam", ("predictor",))
 def build_simsiam(cfg: LossConfig) -> SimsiamLoss:
     """:class:`SimsiamLoss` (no settings)."""
     return SimsiamLoss()
 
 
-@LOSSES.register("nnclr")
+@LOSSES.register("nnclr", ("predictor",))
 def build_nnclr(cfg: LossConfig) -> NnclrLoss:
     """:class:`NnclrLoss` at ``loss.nnclr.temperature``."""
     return NnclrLoss(cfg.nnclr.temperature)
 
 
-@LOSSES.register("mae")
+@LOSSES.register("mae", ())
 def build_mae(cfg: LossConfig) -> MaeLoss:
     """:class:`MaeLoss` with ``loss.mae.norm_pix_loss`` (the mask ratio is the model's)."""
     return MaeLoss(cfg.mae.norm_pix_loss)
 
 
-@LOSSES.register("cross_entropy")
+@LOSSES.register("cross_entropy", ())
 def build_cross_entropy(cfg: LossConfig) -> ClassificationLoss:
     """:class:`ClassificationLoss` (linear evaluation, fine-tuning) with
     ``loss.cross_entropy.label_smoothing``."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from torch import Tensor, nn
 
 from hookbus.engine.config import BackboneConfig, Config
+from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import Registry, UnknownNameError
 from hookbus.parts.models.fine_tune import FineTuneModel
 from hookbus.parts.models.heads import MLPHead, Prototypes
@@ -29,13 +30,57 @@ from hookbus.parts.models.vit import VIT_PRESETS, ViTBackbone, vit_sizes
 BackboneBuilder = Callable[[BackboneConfig], nn.Module]
 """A backbone builder: ``(cfg.model.backbone) -> module`` with an ``out_dim``."""
 
+BACKBONE_OPTIONS = tuple(key for key in BackboneConfig.model_fields if key != "name")
+"""The keys of ``model.backbone`` that configure the backbone its ``name`` chooses."""
+
+TORCHVISION_OPTIONS = ("in_channels", "image_size")
+"""The options a ``tv:<name>`` backbone reads."""
+
 
 class BackboneRegistry(Registry[BackboneBuilder]):
     """The backbone builders by name; ``tv:<name>`` names any torchvision classifier.
 
     ``get`` of an unknown name raises :class:`UnknownNameError` naming the close names
-    (registered ones, or torchvision's after ``tv:``).
+    (registered ones, or torchvision's after ``tv:``). A builder registered with its
+    ``options`` (the keys of ``model.backbone`` it reads) has every other option that a
+    config sets refused at validation (:func:`check_backbone_options`).
     """
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self._options: dict[str, tuple[str, ...]] = {}
+
+    def register(
+        self, name: str, options: Sequence[str] | None = None
+    ) -> Callable[[BackboneBuilder], BackboneBuilder]:
+        """Decorator that registers a builder as ``name``; ``options`` are the keys of
+        :data:`BACKBONE_OPTIONS` it reads (None: it may read any, nothing is refused)."""
+        unknown = sorted(set(options or ()) - set(BACKBONE_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"backbone {name!r}: {', '.join(unknown)} not in model.backbone's options "
+                f"({', '.join(BACKBONE_OPTIONS)})"
+            )
+        register = super().register(name)
+
+        def decorator(builder: BackboneBuilder) -> BackboneBuilder:
+            register(builder)
+            if options is not None:
+                self._options[name] = tuple(options)
+            return builder
+
+        return decorator
+
+    def options(self, name: str) -> tuple[str, ...] | None:
+        """The options the backbone ``name`` reads, or None when its builder did not say."""
+        if name.startswith(TV_PREFIX):
+            return TORCHVISION_OPTIONS
+        return self._options.get(name)
+
+    def readers(self, option: str) -> list[str]:
+        """The backbones that read ``option``: registered names, then ``tv:<name>``."""
+        names = [name for name in self.names() if option in self._options.get(name, (option,))]
+        return names + ([f"{TV_PREFIX}<name>"] if option in TORCHVISION_OPTIONS else [])
 
     def get(self, name: str) -> BackboneBuilder:
         """The builder of ``name``: registered, or ``tv:<torchvision model name>``."""
@@ -66,6 +111,40 @@ class BackboneRegistry(Registry[BackboneBuilder]):
 
 BACKBONES = BackboneRegistry("backbone")
 """Builders ``(cfg.model.backbone) -> backbone`` with an ``out_dim``, by ``backbone.name``."""
+
+VIT_OPTIONS = ("in_channels", "image_size", "vit")
+"""The options a ``vit_*`` backbone reads."""
+
+RESNET_OPTIONS = ("in_channels", "small_stem", "zero_init_residual")
+"""The options a ``resnet*`` backbone reads."""
+
+
+def check_backbone_options(cfg: Config) -> None:
+    """Raise a ConfigError naming the first key of ``model.backbone`` set to other than
+    its default that the run's backbone does not read: an option of other backbones
+    (``small_stem`` for ``small_cnn``, ``vit.*`` for ``resnet50``), or any option when
+    the backbone comes from Python (``from_python.backbone``), whose module replaces the
+    one ``model.backbone.name`` names (the name may stay: it tells the config checks
+    which kind of backbone it is, a ViT for layer decay or MAE)."""
+    backbone, python = cfg.model.backbone, cfg.from_python.backbone
+    changed = [key for key in backbone.changed_keys() if key != "name"]
+    if python is not None:
+        if changed:
+            raise ConfigError(
+                f"model.backbone.{changed[0]}: the backbone comes from Python ({python}), "
+                "which the options of model.backbone do not configure; remove it"
+            )
+        return
+    read = BACKBONES.options(backbone.name)
+    if read is None:
+        return
+    for key in changed:
+        option = key.split(".")[0]
+        if option not in read:
+            raise ConfigError(
+                f"model.backbone.{key}: backbone {backbone.name} does not read it (an option "
+                f"of {', '.join(BACKBONES.readers(option))}); remove it"
+            )
 
 
 def build_torchvision_backbone(model: str, cfg: BackboneConfig) -> nn.Module:
@@ -98,20 +177,20 @@ def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
         raise ValueError(f"{name}: {exc} (model.backbone.vit, data.image_size)") from None
 
 
-@BACKBONES.register("vit_tiny")
+@BACKBONES.register("vit_tiny", VIT_OPTIONS)
 def build_vit_tiny(cfg: BackboneConfig) -> ViTBackbone:
     """A digits-sized ViT: 16 px images in 4x4 patches, width 64, depth 4, 4 heads, MLP
     256 (each overridden by ``model.backbone.vit``); 64 features."""
     return _build_vit("vit_tiny", cfg)
 
 
-@BACKBONES.register("vit_s16")
+@BACKBONES.register("vit_s16", VIT_OPTIONS)
 def build_vit_s16(cfg: BackboneConfig) -> ViTBackbone:
     """ViT-S/16: 224 px in 16x16 patches, width 384, depth 12, 6 heads, MLP 1536."""
     return _build_vit("vit_s16", cfg)
 
 
-@BACKBONES.register("vit_b16")
+@BACKBONES.register("vit_b16", VIT_OPTIONS)
 def build_vit_b16(cfg: BackboneConfig) -> ViTBackbone:
     """ViT-B/16: 224 px in 16x16 patches, width 768, depth 12, 12 heads, MLP 3072."""
     return _build_vit("vit_b16", cfg)
@@ -141,13 +220,13 @@ def zero_classifier_weights(
     return {}
 
 
-@BACKBONES.register("small_cnn")
+@BACKBONES.register("small_cnn", ("width", "in_channels"))
 def build_small_cnn(cfg: BackboneConfig) -> SmallCNN:
     """:class:`SmallCNN` with the config's input channels and width."""
     return SmallCNN(in_channels=cfg.in_channels, width=cfg.width)
 
 
-@BACKBONES.register("resnet18")
+@BACKBONES.register("resnet18", RESNET_OPTIONS)
 def build_resnet18(cfg: BackboneConfig) -> nn.Module:
     """torchvision's ResNet-18 trunk (512 features), see :func:`build_resnet`."""
     return build_resnet(
@@ -158,7 +237,7 @@ def build_resnet18(cfg: BackboneConfig) -> nn.Module:
     )
 
 
-@BACKBONES.register("resnet50")
+@BACKBONES.register("resnet50", RESNET_OPTIONS)
 def build_resnet50(cfg: BackboneConfig) -> nn.Module:
     """torchvision's ResNet-50 trunk (2048 features), see :func:`build_resnet`."""
     return build_resnet(
