@@ -149,4 +149,9 @@ def swav_on_each_rank() -> dict:
 
 
 def test_two_gloo_ranks_solve_sinkhorn_over_the_global_batch() -> None:
-    SHARDED.assert_ranks_match_one_process(two_rank_results(swav_on_each_rank))
+    # Three Sinkhorn iterations on exp(scores / 0.05) amplify float32 rounding: the
+    # ranks' all-reduced sums and the one process's sums add in different orders, and
+    # the gradients differ by up to 1e-5 (relative 1e-4) between the two.
+    SHARDED.assert_ranks_match_one_process(
+        two_rank_results(swav_on_each_rank), atol=2e-5, rtol=2e-4
+    )
