@@ -150,8 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if nproc > 1:
             forwarded = ["train", args.config, *args.overrides, *(["-q"] if args.quiet else [])]
             return launch_local(forwarded, nproc)
-        # Loaded here, not at the top: it imports torch, torchvision and the trainer
-        # (about 5 s), which --help, a bad argument and the launcher's parent never need.
+        # Loaded here, not at the top: it imports torch, ignite and the trainer (about
+        # 5 s on 2 cores), which --help, a bad argument and the launcher's parent never need.
         from hookbus.commands import run
 
         return run(args)

@@ -13,8 +13,8 @@ from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import UserError
 from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.build import zero_classifier_weights
+from hookbus.parts.models.presets import RESNET_NAMES
 from hookbus.parts.models.pretrained import backbone_state_dict
-from hookbus.parts.models.resnet import RESNETS
 
 DEFAULT_NUM_CLASSES = 1000
 """Rows of the zero classifier added to an exported ResNet (torchvision's default)."""
@@ -48,7 +48,7 @@ def export_backbone(
     cfg = validate_config(saved.get("config", {}), f"the config in {checkpoint}")
     weights = backbone_state_dict(saved["model"])
     backbone = cfg.model.backbone
-    if cfg.from_python.backbone is None and backbone.name in RESNETS:
+    if cfg.from_python.backbone is None and backbone.name in RESNET_NAMES:
         features = BACKBONES.get(backbone.name)(backbone).out_dim
         weights["fc.weight"] = torch.zeros(num_classes, features)
         weights["fc.bias"] = torch.zeros(num_classes)

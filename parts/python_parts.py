@@ -20,10 +20,10 @@ import torch
 from PIL import Image
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
-from torchvision.transforms.v2.functional import pil_to_tensor
 
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
+from hookbus.parts.data.pil_image import pil_to_tensor
 
 OptimizerFactory = Callable[[nn.Module], torch.optim.Optimizer]
 """Called once with the model to train (backbone, head and the method's parts: the
@@ -175,7 +175,7 @@ class IndexedDataset(Dataset):
     def _tensor(self, image: Any, index: int) -> Tensor:
         where = f"{self.name}[{index}]"
         if isinstance(image, Image.Image):
-            image = pil_to_tensor(image if image.mode in ("L", "RGB") else image.convert("RGB"))
+            image = pil_to_tensor(image)
         if not isinstance(image, Tensor):
             raise ConfigError(
                 f"{where}: the image is a {type(image).__name__}; give a tensor [C, H, W] "

@@ -14,9 +14,10 @@ from torchvision.transforms.v2 import functional as TF
 
 from hookbus import ConfigError, DataError, SSLTrainer
 from hookbus.engine.config_io import validate_config
-from hookbus.parts.data import CropFirstCollate, build_data_loaders, collates, finish_views
+from hookbus.parts.data import build_data_loaders, collates, finish_views
 from hookbus.parts.data import photometric as P
 from hookbus.parts.data.crop_boxes import CROP_UNIFORMS, random_resized_box
+from hookbus.parts.data.crop_collate import CropFirstCollate
 from hookbus.parts.data.image_decode import SourceImage, jpeg_header
 from hookbus.parts.data.transforms import clean_transform
 

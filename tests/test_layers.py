@@ -24,10 +24,36 @@ FLOOR = {"hookbus.engine": 0, "hookbus.parts": 1, "hookbus.hooks": 2, "hookbus.s
 SHIPPED = {"configs": "hookbus.recipes", "examples": "hookbus.examples"}
 """Folders installed beside the library, outside its floors: the recipes (YAML as package
 data) and the tutorials' examples, which use the public face like a user's code."""
-LAZY_IMPORTS = {("hookbus.cli", "hookbus.commands")}
-"""Imports inside a function, each for a reason other than a cycle: the command line
-loads the commands module (torch, torchvision, the trainer: about 5 s) only when a
-command runs in this process, never for --help or the local launcher's parent."""
+TORCHVISION_ON_USE = (
+    "a torchvision-based backbone or image-file pipeline: its module imports torchvision "
+    "(about a second), loaded only when it is named or built, never by a small-CNN run "
+    "on tensors"
+)
+LAZY_IMPORTS: dict[tuple[str, str], str] = {
+    ("hookbus.cli", "hookbus.commands"): (
+        "the command line loads the commands module (torch, ignite, the trainer: about 5 s) only "
+        "when a command runs in this process, never for --help or the local launcher's parent"
+    ),
+    ("hookbus.hooks.evaluation", "sklearn"): "scikit-learn's probe, only for the report",
+    ("hookbus.hooks.mlflow_tracker", "mlflow"): "about a second, only for runs logging to it",
+    ("hookbus.hooks.plot", "matplotlib"): "only when a figure is drawn",
+    ("hookbus.hooks.wandb_tracker", "wandb"): "about half a second, only for runs logging to it",
+    ("hookbus.parts.data.digits", "sklearn"): "scikit-learn's digits, only for that data set",
+    ("hookbus.parts.data.build", "hookbus.parts.data.crop_collate"): TORCHVISION_ON_USE,
+    ("hookbus.parts.data.build", "hookbus.parts.data.transforms"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.mae"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.resnet"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.torchvision_any"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.vit"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.compiled", "torch"): (
+        "torch._dynamo's backend list (seconds), only when model.compile is on"
+    ),
+    ("hookbus.parts.models.fine_tune", "torchvision"): (
+        "the ViT check of layer decay: fine-tuning a small CNN never loads torchvision"
+    ),
+}
+"""Every import inside a function, ``(module, imported)`` with its reason (never a
+cycle): ``imported`` is a ``hookbus`` module, or the top-level package of another."""
 OLD_IMPORT = re.compile(r"^\s*(?:from|import) (?:engine|hooks|steps)(?:\.\w+)*(?: |$)", re.M)
 
 
@@ -50,25 +76,17 @@ def floor_of(module: str) -> tuple[str, int]:
     return "hookbus", 3
 
 
-def imported_modules(path: Path) -> list[tuple[int, str, bool]]:
-    """``(line, module, at module level)`` of every ``hookbus`` import in the file."""
-    tree = ast.parse(path.read_text())
-    top_level = set()
-    for node in tree.body:
-        top_level.add(node)
-        if isinstance(node, ast.If):  # `if TYPE_CHECKING:` blocks
-            top_level.update(node.body)
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every ``hookbus`` import in the file."""
     found = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         else:
             continue
-        for name in names:
-            if name == "hookbus" or name.startswith("hookbus."):
-                found.append((node.lineno, name, node in top_level))
+        found += [(node.lineno, name) for name in names if name.split(".")[0] == "hookbus"]
     return found
 
 
@@ -83,7 +101,7 @@ def test_every_library_module_is_in_a_listed_package() -> None:
 @pytest.mark.parametrize("module", sorted(library_modules()))
 def test_a_module_imports_only_its_own_floor_or_those_below(module: str) -> None:
     room, height = floor_of(module)
-    for line, imported, _ in imported_modules(library_modules()[module]):
+    for line, imported in imported_modules(library_modules()[module]):
         if imported == "hookbus":
             pytest.fail(f"{module}:{line} imports the public face `hookbus` from inside")
         other_room, other_height = floor_of(imported)
@@ -94,14 +112,64 @@ def test_a_module_imports_only_its_own_floor_or_those_below(module: str) -> None
             )
 
 
+def function_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, imported)`` of every import inside a function of the file: a ``hookbus``
+    module by its name, another package by its top-level name."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                found.append(
+                    (node.lineno, name if name.startswith("hookbus") else name.split(".")[0])
+                )
+    return found
+
+
 @pytest.mark.parametrize("module", sorted(library_modules()))
 def test_no_import_hides_inside_a_function(module: str) -> None:
     inner = [
         f"line {line}: {name}"
-        for line, name, top in imported_modules(library_modules()[module])
-        if not top and (module, name) not in LAZY_IMPORTS
+        for line, name in function_imports(library_modules()[module])
+        if (module, name) not in LAZY_IMPORTS
     ]
     assert inner == []
+
+
+def test_every_listed_lazy_import_is_still_made() -> None:
+    made = {
+        (module, name)
+        for module, path in library_modules().items()
+        for _, name in function_imports(path)
+    }
+    assert set(LAZY_IMPORTS) <= made, set(LAZY_IMPORTS) - made
+
+
+def test_a_small_cnn_run_and_an_export_load_no_torchvision(tmp_path: Path) -> None:
+    script = f"""
+import sys
+from hookbus.cli import main
+run = {str(tmp_path / "run")!r}
+assert main(["train", "simclr_digits", "data.name=synthetic", "data.synthetic.train_size=32",
+    "data.synthetic.test_size=16", "data.synthetic.channels=1", "data.batch_size=16",
+    "optimizer.num_epochs=1",
+    "optimizer.warmup_epochs=0", "meters.knn.k=3", "hooks.progress_bar.enabled=false",
+    "hooks.evaluation_report.enabled=false", "hooks.summary_plot.enabled=false",
+    "checkpoint.dir=" + run]) == 0
+assert main(["export", run + "/checkpoint.torch", run + "/backbone.pt"]) == 0
+print("torchvision" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_nothing_imports_the_old_top_level_names() -> None:

@@ -18,8 +18,9 @@ from hookbus.engine.config_io import validate_config
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.defaults import method_hooks
 from hookbus.parts.models import BACKBONES, build_model
+from hookbus.parts.models.presets import VIT_PRESETS
 from hookbus.parts.models.pretrained import load_backbone_weights
-from hookbus.parts.models.vit import VIT_PRESETS, ViTBackbone
+from hookbus.parts.models.vit import ViTBackbone
 from tests.conftest import tiny_config
 from tests.test_recipes import CONFIGS, METHOD_HOOKS, ViewSizes, small_folder
 

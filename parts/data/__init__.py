@@ -1,11 +1,16 @@
-"""Image data: data sets, batched augmentations, collate, sampler and loaders."""
+"""Image data: data sets, batched augmentations, collate, sampler and loaders.
+
+The pipelines of image files (``data.pipeline`` ``crop_first`` and ``torchvision``) live
+in :mod:`~hookbus.parts.data.crop_collate` and :mod:`~hookbus.parts.data.transforms`,
+loaded when such a pipeline is built: they import torchvision (about a second), which a
+run on tensors (the digits, synthetic data) never needs.
+"""
 
 from __future__ import annotations
 
 from hookbus.parts.data.augment import BatchAugment
 from hookbus.parts.data.build import build_data_loaders, collates, set_loader_epoch
 from hookbus.parts.data.collate import Batch, ViewCollate
-from hookbus.parts.data.crop_collate import CropFirstCollate
 from hookbus.parts.data.datasets import DATASETS, TensorImageDataset, build_digits
 from hookbus.parts.data.digits import ImageSplit, load_digits_split
 from hookbus.parts.data.image_folder import ImageFolderDataset
@@ -18,7 +23,6 @@ __all__ = [
     "DATASETS",
     "Batch",
     "BatchAugment",
-    "CropFirstCollate",
     "ImageFolderDataset",
     "ImageSplit",
     "PhaseSampler",

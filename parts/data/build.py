@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from hookbus.engine.config import Config
 from hookbus.parts.data.augment import BatchAugment
 from hookbus.parts.data.collate import ViewCollate
-from hookbus.parts.data.crop_collate import CropFirstCollate, ViewSpec
 from hookbus.parts.data.datasets import DATASETS
 from hookbus.parts.data.loader import SSLDataLoader
 from hookbus.parts.data.sampler import PhaseSampler
 from hookbus.parts.data.transform_collate import TransformCollate
-from hookbus.parts.data.transforms import clean_transform, view_transform
 
-Collate = ViewCollate | TransformCollate | CropFirstCollate
+if TYPE_CHECKING:
+    from hookbus.parts.data.crop_collate import CropFirstCollate
+
+    Collate = ViewCollate | TransformCollate | CropFirstCollate
 
 
 def _loader(
@@ -137,6 +140,11 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
             ViewCollate(augment, data.num_views, seed, with_image=True, **views),
             ViewCollate(None, data.num_views, seed, with_views=False, with_image=True),
         )
+    # Imported here, not at the top: both pipelines of image files load torchvision
+    # (its decoder and transforms, about a second), which a run on tensors never needs.
+    from hookbus.parts.data.crop_collate import CropFirstCollate, ViewSpec
+    from hookbus.parts.data.transforms import clean_transform, view_transform
+
     augment = data.torchvision
     specs = [
         ViewSpec(data.image_size, augment.crop_scale, augment.for_view(number))

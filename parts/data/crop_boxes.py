@@ -9,6 +9,9 @@ from typing import NamedTuple
 CROP_ASPECT = (3 / 4, 4 / 3)
 """Aspect-ratio range (width / height) of the random resized crops, torchvision's default."""
 
+CENTER_CROP_FRACTION = 0.875
+"""Clean images are resized to ``size / 0.875`` on the short side, then center-cropped."""
+
 CROP_TRIES = 10
 """Boxes tried before the central fallback, as torchvision's ``RandomResizedCrop``."""
 

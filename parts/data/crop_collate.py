@@ -15,6 +15,7 @@ from torch.utils.data import get_worker_info
 from hookbus.engine.config import TorchvisionAugmentConfig
 from hookbus.parts.data.collate import Batch, Sample
 from hookbus.parts.data.crop_boxes import (
+    CENTER_CROP_FRACTION,
     CROP_UNIFORMS,
     Box,
     center_box,
@@ -29,7 +30,6 @@ from hookbus.parts.data.photometric import (
 )
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.shared import SharedInt
-from hookbus.parts.data.transforms import CENTER_CROP_FRACTION
 
 VIEW_UNIFORMS = CROP_UNIFORMS + 1 + COLOR_UNIFORMS
 """Uniform numbers one view of one image takes: its crop, its flip, its colors."""

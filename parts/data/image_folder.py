@@ -7,9 +7,9 @@ from pathlib import Path
 from PIL import Image
 from torch import Tensor
 from torch.utils.data import Dataset
-from torchvision.transforms.v2.functional import pil_to_tensor
 
 from hookbus.engine.errors import DataError
+from hookbus.parts.data.pil_image import pil_to_tensor
 
 IMAGE_EXTENSIONS = (
     ".bmp",

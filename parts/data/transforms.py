@@ -6,10 +6,8 @@ import torch
 from torchvision.transforms import v2
 
 from hookbus.engine.config import TorchvisionAugmentConfig
+from hookbus.parts.data.crop_boxes import CENTER_CROP_FRACTION
 from hookbus.parts.data.photometric import blur_kernel_size
-
-CENTER_CROP_FRACTION = 0.875
-"""Clean images are resized to ``size / 0.875`` on the short side, then center-cropped."""
 
 SOLARIZE_THRESHOLD = 128
 """Solarization inverts pixels at or above this value (uint8 images)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
@@ -14,18 +15,13 @@ from hookbus.engine.registry import Registry, UnknownNameError
 from hookbus.parts.models.fine_tune import FineTuneModel
 from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.linear_eval import LinearEvalModel
-from hookbus.parts.models.mae import build_masked_autoencoder
+from hookbus.parts.models.presets import TV_PREFIX, VIT_PRESETS, vit_sizes
 from hookbus.parts.models.pretrained import load_backbone_weights
-from hookbus.parts.models.resnet import build_resnet
 from hookbus.parts.models.small_cnn import SmallCNN
 from hookbus.parts.models.ssl_model import SSLModel
-from hookbus.parts.models.torchvision_any import (
-    TV_PREFIX,
-    build_torchvision_model,
-    check_torchvision_name,
-    zero_classifier,
-)
-from hookbus.parts.models.vit import VIT_PRESETS, ViTBackbone, vit_sizes
+
+if TYPE_CHECKING:
+    from hookbus.parts.models.vit import ViTBackbone
 
 BackboneBuilder = Callable[[BackboneConfig], nn.Module]
 """A backbone builder: ``(cfg.model.backbone) -> module`` with an ``out_dim``."""
@@ -41,7 +37,10 @@ class BackboneRegistry(Registry[BackboneBuilder]):
     """The backbone builders by name; ``tv:<name>`` names any torchvision classifier.
 
     ``get`` of an unknown name raises :class:`UnknownNameError` naming the close names
-    (registered ones, or torchvision's after ``tv:``). A builder registered with its
+    (registered ones, or torchvision's after ``tv:``, which loads torchvision). The
+    built-in builders of torchvision-based backbones import their module (and
+    torchvision) when they build, so that a run of another backbone never loads it. A
+    builder registered with its
     ``options`` (the keys of ``model.backbone`` it reads) has every other option that a
     config sets refused at validation (:func:`check_backbone_options`).
     """
@@ -85,6 +84,8 @@ class BackboneRegistry(Registry[BackboneBuilder]):
     def get(self, name: str) -> BackboneBuilder:
         """The builder of ``name``: registered, or ``tv:<torchvision model name>``."""
         if name.startswith(TV_PREFIX):
+            from hookbus.parts.models.torchvision_any import check_torchvision_name
+
             try:
                 check_torchvision_name(name.removeprefix(TV_PREFIX))
             except ValueError as exc:
@@ -101,6 +102,8 @@ class BackboneRegistry(Registry[BackboneBuilder]):
 
     def __contains__(self, name: object) -> bool:
         if isinstance(name, str) and name.startswith(TV_PREFIX):
+            from hookbus.parts.models.torchvision_any import check_torchvision_name
+
             try:
                 check_torchvision_name(name.removeprefix(TV_PREFIX))
             except ValueError:
@@ -150,10 +153,14 @@ def check_backbone_options(cfg: Config) -> None:
 def build_torchvision_backbone(model: str, cfg: BackboneConfig) -> nn.Module:
     """torchvision's classification ``model`` (``tv:<model>``), see
     :func:`~hookbus.parts.models.torchvision_any.build_torchvision_model`."""
+    from hookbus.parts.models.torchvision_any import build_torchvision_model
+
     return build_torchvision_model(model, in_channels=cfg.in_channels, image_size=cfg.image_size)
 
 
 def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
+    from hookbus.parts.models.vit import ViTBackbone
+
     vit = cfg.vit
     sizes = vit_sizes(
         name,
@@ -216,6 +223,8 @@ def zero_classifier_weights(
             "heads.head.bias": weights["class_token"].new_zeros(num_classes),
         }
     if backbone.name.startswith(TV_PREFIX):
+        from hookbus.parts.models.torchvision_any import zero_classifier
+
         return zero_classifier(backbone.name.removeprefix(TV_PREFIX), num_classes)
     return {}
 
@@ -226,26 +235,29 @@ def build_small_cnn(cfg: BackboneConfig) -> SmallCNN:
     return SmallCNN(in_channels=cfg.in_channels, width=cfg.width)
 
 
-@BACKBONES.register("resnet18", RESNET_OPTIONS)
-def build_resnet18(cfg: BackboneConfig) -> nn.Module:
-    """torchvision's ResNet-18 trunk (512 features), see :func:`build_resnet`."""
+def _build_resnet(name: str, cfg: BackboneConfig) -> nn.Module:
+    from hookbus.parts.models.resnet import build_resnet
+
     return build_resnet(
-        "resnet18",
+        name,
         in_channels=cfg.in_channels,
         small_stem=cfg.small_stem,
         zero_init_residual=cfg.zero_init_residual,
     )
+
+
+@BACKBONES.register("resnet18", RESNET_OPTIONS)
+def build_resnet18(cfg: BackboneConfig) -> nn.Module:
+    """torchvision's ResNet-18 trunk (512 features), see
+    :func:`~hookbus.parts.models.resnet.build_resnet`."""
+    return _build_resnet("resnet18", cfg)
 
 
 @BACKBONES.register("resnet50", RESNET_OPTIONS)
 def build_resnet50(cfg: BackboneConfig) -> nn.Module:
-    """torchvision's ResNet-50 trunk (2048 features), see :func:`build_resnet`."""
-    return build_resnet(
-        "resnet50",
-        in_channels=cfg.in_channels,
-        small_stem=cfg.small_stem,
-        zero_init_residual=cfg.zero_init_residual,
-    )
+    """torchvision's ResNet-50 trunk (2048 features), see
+    :func:`~hookbus.parts.models.resnet.build_resnet`."""
+    return _build_resnet("resnet50", cfg)
 
 
 def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
@@ -289,7 +301,9 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
         except ValueError as exc:
             raise ValueError(f"model.fine_tune ({name}): {exc}") from None
     if cfg.loss.name == "mae":
-        # MAE has a decoder instead of a head: model.head is not used.
+        # MAE has a decoder instead of a head (the config refuses model.head options).
+        from hookbus.parts.models.mae import build_masked_autoencoder
+
         return build_masked_autoencoder(cfg, backbone, name)
     head_dims = model_cfg.head.dims
     if head_dims[0] != backbone.out_dim:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import Tensor, nn
-from torchvision.models.vision_transformer import VisionTransformer
 
 from hookbus.parts.models.ssl_model import ModelOutput
+
+if TYPE_CHECKING:
+    from torchvision.models.vision_transformer import VisionTransformer
 
 BACKBONE_PREFIX = "backbone."
 """Prefix of the backbone's parameter names in the fine-tuning model."""
@@ -41,6 +45,14 @@ def vit_depths(backbone: VisionTransformer) -> dict[str, int]:
     return depths
 
 
+def _is_vit(backbone: nn.Module) -> bool:
+    """Whether ``backbone`` is a torchvision ``VisionTransformer`` (asked only with layer
+    decay: torchvision is imported here, not by a fine-tuning run without it)."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return isinstance(backbone, VisionTransformer)
+
+
 class FineTuneModel(nn.Module):
     """A ``backbone`` trained end to end (in train mode, its BatchNorm statistics
     updating) and a ``classifier`` (one Linear layer from ``backbone.out_dim`` to
@@ -72,7 +84,7 @@ class FineTuneModel(nn.Module):
             raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
         if backbone_lr_scale <= 0:
             raise ValueError(f"backbone_lr_scale must be above 0, got {backbone_lr_scale}")
-        if layer_decay != 1 and not isinstance(backbone, VisionTransformer):
+        if layer_decay != 1 and not _is_vit(backbone):
             raise ValueError(
                 f"layer_decay {layer_decay} needs a ViT backbone (a torchvision "
                 f"VisionTransformer, vit_* or tv:vit_*), not a {type(backbone).__name__}: "

@@ -15,8 +15,7 @@ import torch
 import torchvision
 from torch import Tensor, nn
 
-TV_PREFIX = "tv:"
-"""Prefix of a backbone name that names a torchvision classification model."""
+from hookbus.parts.models.presets import TV_PREFIX
 
 
 @functools.cache

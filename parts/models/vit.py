@@ -9,7 +9,7 @@ strictly into torchvision's class built with the same sizes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
 import torch
@@ -18,6 +18,7 @@ from torch.nn import functional as F
 from torchvision.models.vision_transformer import VisionTransformer
 
 from hookbus.parts.models.drop_path import add_drop_path
+from hookbus.parts.models.presets import ViTSizes
 
 CLASSIFIER_PREFIX = "heads.head."
 """Keys of torchvision's classifier, which an exported ViT carries and the backbone lacks."""
@@ -29,27 +30,6 @@ sine-cosine table of MoCo v3 and MAE."""
 PatchEmbeddingInit = Literal["torchvision", "xavier_uniform"]
 """The patch embedding's init: torchvision's truncated normal over the fan-in, or Xavier
 uniform over the kernel seen as a Linear layer (MoCo v3, MAE)."""
-
-
-@dataclass(frozen=True)
-class ViTSizes:
-    """The sizes of a ViT: image side, patch side, width, depth, heads and MLP size."""
-
-    image_size: int
-    patch_size: int
-    width: int
-    depth: int
-    heads: int
-    mlp_dim: int
-
-
-VIT_PRESETS = {
-    # Digits-sized: 16x16 images in 4x4 patches (16 tokens + the class token).
-    "vit_tiny": ViTSizes(image_size=16, patch_size=4, width=64, depth=4, heads=4, mlp_dim=256),
-    "vit_s16": ViTSizes(image_size=224, patch_size=16, width=384, depth=12, heads=6, mlp_dim=1536),
-    "vit_b16": ViTSizes(image_size=224, patch_size=16, width=768, depth=12, heads=12, mlp_dim=3072),
-}
-"""The sizes of the registered ViT backbones, by backbone name."""
 
 
 def sincos_position_embedding(width: int, grid_h: int, grid_w: int) -> Tensor:
@@ -236,30 +216,6 @@ class ViTBackbone(VisionTransformer):
         )
         self.image_size = side * self.patch_size
         self.sizes = replace(self.sizes, image_size=self.image_size)
-
-
-def vit_sizes(
-    name: str,
-    *,
-    image_size: int | None = None,
-    patch_size: int | None = None,
-    width: int | None = None,
-    depth: int | None = None,
-    heads: int | None = None,
-    mlp_dim: int | None = None,
-) -> ViTSizes:
-    """The sizes of the preset ``name`` with those given (not None) replacing its own."""
-    if name not in VIT_PRESETS:
-        raise ValueError(f"unknown ViT {name!r}; known: {', '.join(sorted(VIT_PRESETS))}")
-    given = {
-        "image_size": image_size,
-        "patch_size": patch_size,
-        "width": width,
-        "depth": depth,
-        "heads": heads,
-        "mlp_dim": mlp_dim,
-    }
-    return replace(VIT_PRESETS[name], **{k: v for k, v in given.items() if v is not None})
 
 
 def torchvision_vit(sizes: ViTSizes, *, in_channels: int = 3, num_classes: int = 1000) -> nn.Module:
