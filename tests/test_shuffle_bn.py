@@ -6,14 +6,57 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch import Tensor, nn
 
-from hookbus import load_config
+from hookbus import FakeEngine, SSLEvents, load_config
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.hooks.methods.shuffle_bn import batch_permutation, shuffled_forward
-from tests.dist_shuffle_worker import GLOBAL_BATCH, ITERATION, SEED, TinyEncoder, global_views
-from tests.torchrun import torchrun
+from tests.loss_reference import on_two_ranks, two_rank_results
 
 ROOT = Path(__file__).resolve().parents[1]
+GLOBAL_BATCH, SEED, ITERATION = 8, 3, 5
+
+
+class TinyEncoder(nn.Module):
+    """A linear layer and BatchNorm per view: an image's key depends on its batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(3, 4)
+        self.norm = nn.BatchNorm1d(4)
+
+    def forward(self, batch: dict) -> dict[str, list[Tensor]]:
+        return {"embeddings": [self.norm(self.linear(view)) for view in batch["views"]]}
+
+
+def global_views() -> list[Tensor]:
+    """The two views of the global batch, the same on every rank."""
+    generator = torch.Generator().manual_seed(1)
+    return [torch.randn(GLOBAL_BATCH, 3, generator=generator) for _ in range(2)]
+
+
+@on_two_ranks
+def keys_on_each_rank() -> list[Tensor]:
+    """This rank's MoCo keys with shuffle-BN: every rank builds the same encoder and
+    global batch, keeps its shard, and runs the momentum teacher's ``on_forward`` with
+    shuffle-BN on a fake engine."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    shard = GLOBAL_BATCH // world
+    # Inside the step, state.iteration counts it: the shuffle is seeded with the steps
+    # done before it, ITERATION.
+    engine = FakeEngine(
+        train=True, iteration=ITERATION + 1, world_size=world, base_model=TinyEncoder()
+    )
+    MomentumTeacherHook(shuffle_bn=True, shuffle_seed=SEED).attach(engine)
+    engine.fire_event(SSLEvents.ON_START)
+    engine.state.last_batch = {
+        "views": [v[rank * shard : (rank + 1) * shard] for v in global_views()]
+    }
+    engine.state.last_output = {}
+    engine.fire_event(SSLEvents.ON_FORWARD)
+    return engine.state.last_output["teacher_embeddings"]
 
 
 def test_the_permutation_depends_on_seed_and_iteration_only() -> None:
@@ -46,16 +89,14 @@ def test_moco_turns_shuffle_bn_on_by_default_and_the_other_methods_do_not() -> N
         assert not MomentumTeacherHook.from_config(cfg).shuffle_bn, method
 
 
-def test_keys_on_two_ranks_use_the_statistics_of_their_shuffled_share(tmp_path: Path) -> None:
-    torchrun(str(ROOT / "tests" / "dist_shuffle_worker.py"), str(tmp_path), timeout=180)
-
+def test_keys_on_two_ranks_use_the_statistics_of_their_shuffled_share() -> None:
+    ranks = two_rank_results(keys_on_each_rank)
     shard = GLOBAL_BATCH // 2
     permutation = batch_permutation(GLOBAL_BATCH, seed=SEED, iteration=ITERATION)
     position = torch.argsort(permutation)  # where each image sits in the shuffled batch
     encoder, views = TinyEncoder(), global_views()
     mixed = 0
-    for rank in range(2):
-        keys = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
+    for rank, keys in enumerate(ranks):
         for view, key in zip(views, keys, strict=True):
             with torch.no_grad():
                 local = encoder({"views": [view[rank * shard : (rank + 1) * shard]]})
