@@ -76,18 +76,21 @@ def floor_of(module: str) -> tuple[str, int]:
     return "hookbus", 3
 
 
+def _imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, module)`` of every absolute import below ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return found
+
+
 def imported_modules(path: Path) -> list[tuple[int, str]]:
     """``(line, module)`` of every ``hookbus`` import in the file."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        else:
-            continue
-        found += [(node.lineno, name) for name in names if name.split(".")[0] == "hookbus"]
-    return found
+    imports = _imports(ast.parse(path.read_text()))
+    return [(line, name) for line, name in imports if name.split(".")[0] == "hookbus"]
 
 
 def test_every_library_module_is_in_a_listed_package() -> None:
@@ -115,23 +118,15 @@ def test_a_module_imports_only_its_own_floor_or_those_below(module: str) -> None
 def function_imports(path: Path) -> list[tuple[int, str]]:
     """``(line, imported)`` of every import inside a function of the file: a ``hookbus``
     module by its name, another package by its top-level name."""
-    tree = ast.parse(path.read_text())
-    found = []
-    for function in ast.walk(tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for node in ast.walk(function):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            for name in names:
-                found.append(
-                    (node.lineno, name if name.startswith("hookbus") else name.split(".")[0])
-                )
-    return found
+    inner = {
+        found
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for found in _imports(node)
+    }
+    return sorted(
+        (line, name if name.startswith("hookbus") else name.split(".")[0]) for line, name in inner
+    )
 
 
 @pytest.mark.parametrize("module", sorted(library_modules()))
