@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -26,22 +26,45 @@ class Registry(Generic[T]):
         def build_nt_xent(cfg): ...
 
         LOSSES.get("nt_xent")
+
+    A registry made with ``readable`` keys (config keys that only some entries read)
+    lets an entry declare the ones it reads, ``register(name, reads=...)``, so that a
+    config setting another one can be refused naming the entries that do read it.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, readable: Sequence[str] = ()) -> None:
         self.kind = kind
+        self.readable = tuple(readable)
         self._entries: dict[str, T] = {}
+        self._reads: dict[str, tuple[str, ...]] = {}
 
-    def register(self, name: str) -> Callable[[T], T]:
-        """Decorator that registers its target under ``name``."""
+    def register(self, name: str, reads: Sequence[str] | None = None) -> Callable[[T], T]:
+        """Decorator that registers its target under ``name``, which reads the keys
+        ``reads`` of :attr:`readable` (None: it may read any, nothing is refused)."""
+        unknown = sorted(set(reads or ()) - set(self.readable))
+        if unknown:
+            raise ValueError(
+                f"{self.kind} {name!r}: {', '.join(unknown)} not among the keys a "
+                f"{self.kind} may declare ({', '.join(self.readable) or 'none'})"
+            )
 
         def decorator(obj: T) -> T:
             if name in self._entries and self._entries[name] is not obj:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._entries[name] = obj
+            if reads is not None:
+                self._reads[name] = tuple(reads)
             return obj
 
         return decorator
+
+    def reads(self, name: str) -> tuple[str, ...] | None:
+        """The keys the entry ``name`` reads, or None when it did not declare them."""
+        return self._reads.get(name)
+
+    def readers(self, key: str) -> list[str]:
+        """The entries that read ``key`` (or may: those that declared nothing)."""
+        return [name for name in self.names() if key in self._reads.get(name, (key,))]
 
     def get(self, name: str) -> T:
         """The entry registered as ``name``; raises :class:`UnknownNameError` otherwise."""

@@ -67,7 +67,7 @@ def test_every_option_has_a_changed_value_here() -> None:
 @pytest.mark.parametrize("option", sorted(CHANGED))
 def test_a_builtin_backbone_reads_each_option_or_refuses_it(name: str, option: str) -> None:
     cfg = config(model={"backbone": {"name": name, option: CHANGED[option]}})
-    if option in BACKBONES.options(name):
+    if option in BACKBONES.reads(name):
         check_backbone_options(cfg)
         return
     message = refusal(check_backbone_options, cfg)
@@ -107,12 +107,12 @@ def same(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> boo
 @pytest.mark.parametrize("name", ["small_cnn", "resnet18", "vit_tiny"])
 def test_every_option_a_backbone_reads_changes_the_module_it_builds(name: str) -> None:
     plain = state(name)
-    for option in BACKBONES.options(name):
+    for option in BACKBONES.reads(name):
         assert not same(state(name, **{option: CHANGED[option]}), plain), option
 
 
 def test_a_backbone_registered_without_its_options_may_read_any() -> None:
-    assert BACKBONES.options("my_backbone") is None
+    assert BACKBONES.reads("my_backbone") is None
     cfg = config(model={"backbone": {"name": "my_backbone", "small_stem": True, "width": 3}})
     check_backbone_options(cfg)
 

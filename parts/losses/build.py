@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from torch import nn
 
@@ -29,45 +29,12 @@ MODEL_PARTS = ("predictor", "prototypes")
 ``predictions`` and the prototypes' ``scores``."""
 
 
-class LossRegistry(Registry[LossBuilder]):
-    """The loss builders by name. A builder registered with the optional model parts
-    its loss reads (``reads``, of :data:`MODEL_PARTS`) has the other parts refused when
-    a config sets them (``model.predictor.dims``, ``model.prototypes.count``)."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self._reads: dict[str, tuple[str, ...]] = {}
-
-    def register(
-        self, name: str, reads: Sequence[str] | None = None
-    ) -> Callable[[LossBuilder], LossBuilder]:
-        """Decorator that registers a builder as ``name``, whose loss reads the model
-        parts ``reads`` (None: it may read any, nothing is refused)."""
-        unknown = sorted(set(reads or ()) - set(MODEL_PARTS))
-        if unknown:
-            raise ValueError(f"loss {name!r}: {', '.join(unknown)} not in {MODEL_PARTS}")
-        register = super().register(name)
-
-        def decorator(builder: LossBuilder) -> LossBuilder:
-            register(builder)
-            if reads is not None:
-                self._reads[name] = tuple(reads)
-            return builder
-
-        return decorator
-
-    def reads(self, name: str) -> tuple[str, ...] | None:
-        """The model parts the loss ``name`` reads, or None when its builder did not say."""
-        return self._reads.get(name)
-
-    def readers(self, part: str) -> list[str]:
-        """The losses that read the model part ``part`` (or may: undeclared ones)."""
-        return [name for name in self.names() if part in self._reads.get(name, (part,))]
-
-
-LOSSES = LossRegistry("loss")
+LOSSES: Registry[LossBuilder] = Registry("loss", readable=MODEL_PARTS)
 """Builders ``(cfg.loss) -> loss module``, chosen by ``loss.name``. A loss module is
-called as ``loss(output, batch)`` and returns a scalar tensor."""
+called as ``loss(output, batch)`` and returns a scalar tensor. A builder registered with
+the optional model parts its loss reads (``reads``, of :data:`MODEL_PARTS`) has the
+other parts refused when a config sets them (``model.predictor.dims``,
+``model.prototypes.count``)."""
 
 
 @LOSSES.register("nt_xent", ())

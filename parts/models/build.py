@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
@@ -40,46 +40,21 @@ class BackboneRegistry(Registry[BackboneBuilder]):
     (registered ones, or torchvision's after ``tv:``, which loads torchvision). The
     built-in builders of torchvision-based backbones import their module (and
     torchvision) when they build, so that a run of another backbone never loads it. A
-    builder registered with its
-    ``options`` (the keys of ``model.backbone`` it reads) has every other option that a
-    config sets refused at validation (:func:`check_backbone_options`).
+    builder registered with the options it reads (``reads``, keys of ``model.backbone``)
+    has every other option that a config sets refused at validation
+    (:func:`check_backbone_options`).
     """
 
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self._options: dict[str, tuple[str, ...]] = {}
-
-    def register(
-        self, name: str, options: Sequence[str] | None = None
-    ) -> Callable[[BackboneBuilder], BackboneBuilder]:
-        """Decorator that registers a builder as ``name``; ``options`` are the keys of
-        :data:`BACKBONE_OPTIONS` it reads (None: it may read any, nothing is refused)."""
-        unknown = sorted(set(options or ()) - set(BACKBONE_OPTIONS))
-        if unknown:
-            raise ValueError(
-                f"backbone {name!r}: {', '.join(unknown)} not in model.backbone's options "
-                f"({', '.join(BACKBONE_OPTIONS)})"
-            )
-        register = super().register(name)
-
-        def decorator(builder: BackboneBuilder) -> BackboneBuilder:
-            register(builder)
-            if options is not None:
-                self._options[name] = tuple(options)
-            return builder
-
-        return decorator
-
-    def options(self, name: str) -> tuple[str, ...] | None:
+    def reads(self, name: str) -> tuple[str, ...] | None:
         """The options the backbone ``name`` reads, or None when its builder did not say."""
         if name.startswith(TV_PREFIX):
             return TORCHVISION_OPTIONS
-        return self._options.get(name)
+        return super().reads(name)
 
-    def readers(self, option: str) -> list[str]:
-        """The backbones that read ``option``: registered names, then ``tv:<name>``."""
-        names = [name for name in self.names() if option in self._options.get(name, (option,))]
-        return names + ([f"{TV_PREFIX}<name>"] if option in TORCHVISION_OPTIONS else [])
+    def readers(self, key: str) -> list[str]:
+        """The backbones that read ``key``: registered names, then ``tv:<name>``."""
+        tv = [f"{TV_PREFIX}<name>"] if key in TORCHVISION_OPTIONS else []
+        return super().readers(key) + tv
 
     def get(self, name: str) -> BackboneBuilder:
         """The builder of ``name``: registered, or ``tv:<torchvision model name>``."""
@@ -112,7 +87,7 @@ class BackboneRegistry(Registry[BackboneBuilder]):
         return super().__contains__(name)
 
 
-BACKBONES = BackboneRegistry("backbone")
+BACKBONES = BackboneRegistry("backbone", readable=BACKBONE_OPTIONS)
 """Builders ``(cfg.model.backbone) -> backbone`` with an ``out_dim``, by ``backbone.name``."""
 
 VIT_OPTIONS = ("in_channels", "image_size", "vit")
@@ -138,7 +113,7 @@ def check_backbone_options(cfg: Config) -> None:
                 "which the options of model.backbone do not configure; remove it"
             )
         return
-    read = BACKBONES.options(backbone.name)
+    read = BACKBONES.reads(backbone.name)
     if read is None:
         return
     for key in changed:
