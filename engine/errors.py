@@ -24,6 +24,11 @@ class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written (a full disk, say); the previous one is intact."""
 
 
+class OutputWriteError(RuntimeError):
+    """A command's output file (an export, a plot) could not be written (a full disk, a
+    read-only folder); nothing half-written is left. Exit status 1."""
+
+
 class CollectiveFailure(RuntimeError):
     """A collective across ranks failed because another rank died or hung."""
 

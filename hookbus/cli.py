@@ -17,6 +17,7 @@ from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
     CheckpointWriteError,
     CollectiveFailure,
+    OutputWriteError,
     PreemptedError,
     UserError,
 )
@@ -158,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (CheckpointWriteError, CollectiveFailure, FloatingPointError) as exc:
+    except (CheckpointWriteError, CollectiveFailure, FloatingPointError, OutputWriteError) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except PreemptedError as exc:
