@@ -11,22 +11,23 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hookbus.console import setup_console
+from hookbus.console import guarded_stdout, setup_console
 from hookbus.engine.config_io import load_config
 from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
-    CheckpointWriteError,
     CollectiveFailure,
-    OutputWriteError,
     PreemptedError,
     UserError,
+    WriteFailure,
 )
 from hookbus.launcher import launch_local
 from hookbus.recipes_index import recipe_table, recipe_text, resolve_recipe
 
-EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash, 2 user error (bad config,
-override, file or checkpoint), 75 preempted by SIGTERM/SIGUSR1 (a checkpoint was
-written: run the same command again to resume)
+EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash or a file that could not
+be written (a full disk: the checkpoints are intact, run again to resume), 2 user error
+(bad config, override, environment variable, file or checkpoint), 75 preempted by
+SIGTERM/SIGUSR1 (a checkpoint was written: run the same command again to resume), 141
+standard output closed early (| head)
 """
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -138,8 +139,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_CLOSED_PIPE = 141
+"""Exit status when standard output is a pipe closed early (``hookbus recipes | head``):
+nothing more is printed, and the status is 128 + SIGPIPE, as a shell reports a tool
+that the closed pipe stopped."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``hookbus`` console script; returns the exit status."""
+    """Entry point of the ``hookbus`` console script; returns the exit status.
+
+    Standard output is written like a file (:func:`hookbus.console.guarded_stdout`): a
+    full device is one line and exit status 1, a closed pipe ends quietly.
+    """
+    try:
+        with guarded_stdout() as stdout:
+            return _main(argv)
+    except WriteFailure as exc:  # standard output failed at its last flush
+        print(f"hookbus: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        if not stdout.failed:
+            raise
+        return EXIT_CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     setup_console(args.quiet)
     try:
@@ -159,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (CheckpointWriteError, CollectiveFailure, FloatingPointError, OutputWriteError) as exc:
+    except (WriteFailure, CollectiveFailure, FloatingPointError) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except PreemptedError as exc:
