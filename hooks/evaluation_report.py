@@ -8,14 +8,15 @@ from typing import Any
 
 import torch
 from ignite.engine import Engine
+from torch import Tensor
 
 from hookbus.engine.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
-from hookbus.engine.hook import Hook, rank_zero_only
+from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
 from hookbus.hooks.registry import register_hook
-from hookbus.parts.meters.knn import KnnVote, extract_features
+from hookbus.parts.meters.knn import KnnVote, extract_features, gather_labelled
 from hookbus.parts.models import build_model
 
 logger = logging.getLogger("hookbus")
@@ -29,7 +30,9 @@ class EvaluationReportHook(Hook):
     fires         ``on_start`` (the random-init encoder: the model built afresh
                   with ``trainer.seed``, as the run's own was, around a copy of a
                   backbone given from Python as it was given) and ``on_end``
-                  (the trained encoder); rank 0 only
+                  (the trained encoder); every rank encodes its share of the test
+                  split, rank 0 gathers the whole split (its padding left out),
+                  scores it and writes
     reads         ``state.cfg``, ``state.initial_backbone``, ``state.base_model``,
                   the ``"memory"`` (train split) and ``"test"`` loaders,
                   ``state.device``, ``state.run_dir``
@@ -74,31 +77,42 @@ class EvaluationReportHook(Hook):
             temperature=knn.temperature,
         )
 
-    @rank_zero_only
     def on_start(self, engine: Engine) -> None:
         state = engine.state
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(state.cfg.trainer.seed)
             backbone = state.initial_backbone
             initial = build_model(state.cfg, backbone=backbone).to(state.device)
-        self.results["random init"] = self.evaluate(initial, state)
+        self._evaluate_as("random init", initial, state)
 
-    @rank_zero_only
     def on_end(self, engine: Engine) -> None:
         state = engine.state
-        self.results["trained"] = self.evaluate(state.base_model, state)
+        self._evaluate_as("trained", state.base_model, state)
+        if state.rank != 0:
+            return
         state.summary["evaluation"] = dict(self.results)
         write_text_atomic(state.run_dir / "evaluation.json", json.dumps(self.results, indent=2))
         logger.info("evaluation of the encoder:\n%s", self.table())
 
-    def evaluate(self, model: torch.nn.Module, state: Any) -> dict[str, float]:
-        """kNN top-1 and probe accuracy of ``model``'s encoder on the run's data."""
+    def _evaluate_as(self, name: str, model: torch.nn.Module, state: Any) -> None:
+        """Every rank encodes its share of the test split; rank 0 gathers the whole split
+        and stores ``model``'s results under ``name``."""
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            train = extract_features(model.encode, state.data_loaders["memory"], state.device)
-            test = extract_features(model.encode, state.data_loaders["test"], state.device)
+            shard = extract_features(model.encode, state.data_loaders["test"], state.device)
+            test = gather_labelled(*shard)
+            if state.rank == 0:
+                train = extract_features(model.encode, state.data_loaders["memory"], state.device)
         model.train(was_training)
+        if state.rank == 0:
+            self.results[name] = self.scores(train, test, state.cfg.trainer.seed)
+
+    def scores(
+        self, train: tuple[Tensor, Tensor], test: tuple[Tensor, Tensor], seed: int
+    ) -> dict[str, float]:
+        """kNN top-1 and probe accuracy of the test features and labels against the
+        train ones."""
         return {
             "knn_top1": knn_accuracy(
                 *train, *test, k=self.k, vote=self.vote, temperature=self.temperature
@@ -108,7 +122,7 @@ class EvaluationReportHook(Hook):
                 *test,
                 labels_per_class=self.labels_per_class,
                 draws=self.draws,
-                seed=state.cfg.trainer.seed,
+                seed=seed,
             ),
         }
 

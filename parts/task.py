@@ -96,10 +96,24 @@ def check_model_accepts_data(
         model.train(was_training)
 
 
+def data_classes(dataset: object) -> int | None:
+    """The number of classes of a labelled data set: its ``classes`` (an image folder's
+    class folders), else one more than the largest of its ``labels``; 0 for an image
+    folder without class folders; None when the data set says neither."""
+    classes = getattr(dataset, "classes", None)
+    if isinstance(classes, (list, tuple)):
+        return len(classes)
+    labels = getattr(dataset, "labels", None)
+    if labels is None or not len(labels):
+        return None
+    return int(max(labels)) + 1
+
+
 def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> None:
     """Raise a ConfigError when the train loader has no batch (``data.batch_size`` over
-    the train images of a process, with ``data.drop_last``) or the classifier of linear
-    evaluation or fine-tuning has fewer classes than the data's labels."""
+    the train images of a process, with ``data.drop_last``), or the classes of linear
+    evaluation, fine-tuning or the online probe are not the data's (:func:`data_classes`
+    of the train split: an image folder's class folders, the labels of the others)."""
     train = loaders["train"]
     data = cfg.from_python.train_data or cfg.data.name
     if len(train) == 0:
@@ -109,16 +123,27 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
             f"of a process ({data}), and data.drop_last drops the partial batch: "
             "no step would run; lower data.batch_size"
         )
-    labels = getattr(train.dataset, "labels", None)
-    for section in ("linear_eval", "fine_tune"):
-        classifier = getattr(cfg.model, section)
-        if classifier.enabled and labels is not None and len(labels):
-            classes = int(max(labels)) + 1
-            if classes > classifier.num_classes:
-                raise ConfigError(
-                    f"model.{section}.num_classes is {classifier.num_classes}, but the "
-                    f"{data} labels go up to {classes - 1}: set it to at least {classes}"
-                )
+    classes = data_classes(train.dataset)
+    if classes is None:
+        return
+    probe = cfg.hooks.online_probe
+    for key, enabled, configured in (
+        ("model.linear_eval", cfg.model.linear_eval.enabled, cfg.model.linear_eval.num_classes),
+        ("model.fine_tune", cfg.model.fine_tune.enabled, cfg.model.fine_tune.num_classes),
+        ("hooks.online_probe", probe.enabled, probe.num_classes),
+    ):
+        if not enabled:
+            continue
+        if classes == 0:
+            raise ConfigError(
+                f"{key} needs labelled images, but the {data} train images have no labels "
+                "(a flat folder): put them in class folders"
+            )
+        if configured != classes:
+            raise ConfigError(
+                f"{key}.num_classes is {configured}, but the {data} train data has "
+                f"{classes} classes: set {key}.num_classes={classes}"
+            )
 
 
 def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) -> None:

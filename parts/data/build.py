@@ -49,6 +49,31 @@ def _loader(
     )
 
 
+PADDING_LABEL = -100
+"""The label of the test items that pad a split to a multiple of the world size: negative,
+so the meters and the probe leave it out, and cross-entropy's ignored label."""
+
+
+class PaddedSplit(Dataset):
+    """``dataset`` padded to a multiple of ``world_size`` items with copies of its first
+    items labelled :data:`PADDING_LABEL` (each keeps its own index, so its views are its
+    original's). Every rank then gets as many test steps, and no image counts twice."""
+
+    def __init__(self, dataset: Dataset, world_size: int) -> None:
+        self.dataset = dataset
+        self.size = len(dataset)  # type: ignore[arg-type]
+        self.padded = -(-self.size // world_size) * world_size
+
+    def __len__(self) -> int:
+        return self.padded
+
+    def __getitem__(self, index: int) -> tuple:
+        if index < self.size:
+            return self.dataset[index]
+        image, _, original = self.dataset[index - self.size]
+        return image, PADDING_LABEL, original
+
+
 def pin_memory(cfg: Config) -> bool:
     """Whether batches go to pinned host memory: ``data.pin_memory``, where ``auto``
     means when the run trains on a CUDA device (``machine.device`` and CUDA present)."""
@@ -71,8 +96,10 @@ def build_data_loaders(
     * train: the train split, shuffled per epoch and sharded, ``data.batch_size``,
       ``data.drop_last`` (for the last batch and for the sharding), batches of
       ``data.num_views`` augmented views (then ``data.small_views.count`` small ones);
-    * test: the test split in order, sharded without dropping (padded by wrap-around),
-      ``data.test_batch_size``, views plus the clean images;
+    * test: the test split in order, sharded without dropping, ``data.test_batch_size``,
+      views plus the clean images; on several ranks the split is padded to a multiple
+      of the world size by :class:`PaddedSplit`, whose padding is labelled
+      :data:`PADDING_LABEL`, so that the evaluations count each test image once;
     * memory: the whole train split on every rank, in order, clean images only, for
       the kNN memory bank.
 
@@ -95,6 +122,8 @@ def build_data_loaders(
         train_collate,
         cfg.data.batch_size,
     )
+    if world_size > 1:
+        test_set = PaddedSplit(test_set, world_size)
     test = _loader(
         cfg,
         test_set,

@@ -23,9 +23,13 @@ class ClassificationLoss(nn.Module):
         self.label_smoothing = label_smoothing
 
     def forward(self, output: dict, batch: dict) -> Tensor:
-        """The mean cross-entropy over the batch."""
-        return F.cross_entropy(
+        """The mean cross-entropy over the batch's labelled samples: those labelled -100
+        (the padding of a sharded test split) are left out; 0 for a batch of padding."""
+        labels = batch["label"]
+        total = F.cross_entropy(
             at_least_float32(output["logits"]),
-            batch["label"],
+            labels,
             label_smoothing=self.label_smoothing,
+            reduction="sum",
         )
+        return total / (labels != -100).sum().clamp(min=1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from hookbus.parts.meters.base import Meter
 
 
@@ -26,14 +24,15 @@ class AccuracyMeter(Meter):
         super().__init__()
 
     def update(self, output: dict, batch: dict) -> None:
-        """Count the samples whose label is in their top-k logits, for each k."""
+        """Count the samples whose label is in their top-k logits, for each k; a sample
+        with a negative label (the padding of a sharded test split) is not counted."""
         logits = output["logits"].detach()
         labels = batch["label"].to(logits.device)
         ranked = logits.topk(min(max(self.topk), logits.shape[1]), dim=1).indices
         hits = ranked == labels[:, None]
         for k in self.topk:
             self.add(f"top{k}", hits[:, :k].any(dim=1).sum())
-        self.add("total", torch.tensor(len(labels), device=logits.device))
+        self.add("total", (labels >= 0).sum())
 
     def value(self) -> dict[str, float]:
         """``{"top<k>": accuracy}`` for each k."""

@@ -11,6 +11,7 @@ from torch import Tensor
 from torch.nn import Module
 from torch.types import Device
 
+from hookbus.engine import distributed
 from hookbus.parts.meters.base import Meter
 
 KnnVote = Literal["majority", "weighted"]
@@ -63,6 +64,17 @@ def extract_features(
             features.append(encode(batch["image"].to(device)))
             labels.append(batch["label"].to(device))
     return torch.cat(features), torch.cat(labels)
+
+
+def gather_labelled(features: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+    """The ``features`` ``[N, D]`` and ``labels`` ``[N]`` of every rank, concatenated in
+    rank order, less the rows with a negative label (the padding of a sharded test
+    split, an unlabelled image): a rank's share of a split becomes the whole split.
+    Every rank calls it with as many rows (the test shards are padded to the same
+    size). In one process: the labelled rows of the arguments."""
+    features, labels = distributed.all_gather_cat(features), distributed.all_gather_cat(labels)
+    labelled = labels >= 0
+    return features[labelled], labels[labelled]
 
 
 class KnnMeter(Meter):
@@ -124,7 +136,8 @@ class KnnMeter(Meter):
         self.num_classes = 0
 
     def update(self, output: dict, batch: dict) -> None:
-        """Count the test images whose kNN prediction matches their label."""
+        """Count the test images whose kNN prediction matches their label; an image
+        with a negative label (the padding of a sharded test split) is not counted."""
         if self.memory is None or self.memory_labels is None:
             raise RuntimeError(
                 "KnnMeter.update needs a memory bank: the trainer calls prepare() at the "
@@ -132,6 +145,7 @@ class KnnMeter(Meter):
             )
         queries = F.normalize(output["features"].detach().float(), dim=1).to(self.memory.device)
         labels = batch["label"].to(self.memory.device)
+        counted = labels >= 0
         predictions = knn_predict(
             queries,
             self.memory,
@@ -141,8 +155,8 @@ class KnnMeter(Meter):
             vote=self.vote,
             temperature=self.temperature,
         )
-        self.add("correct", (predictions == labels).sum())
-        self.add("total", torch.tensor(len(labels), device=labels.device))
+        self.add("correct", ((predictions == labels) & counted).sum())
+        self.add("total", counted.sum())
 
     def value(self) -> dict[str, float]:
         """``{"knn_top1": accuracy}``."""
