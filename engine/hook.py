@@ -15,6 +15,9 @@ from hookbus.engine.state import RunState
 
 H = TypeVar("H", bound="Hook")
 
+REGISTERED_NAME = "_registered_name"
+"""The class attribute ``register_hook(name)`` sets to ``name`` on the class it registers."""
+
 
 class Hook:
     """Base class of every hookbus handler.
@@ -27,7 +30,8 @@ class Hook:
 
     Hooks read and write the run state (``engine.state``), never each other. A hook that
     keeps state across steps (a queue, a teacher, a timer) overrides :meth:`state_dict`
-    and :meth:`load_state_dict`; checkpoints carry that state under the hook's ``name``.
+    and :meth:`load_state_dict`; checkpoints carry that state under the hook's ``name``
+    (see :func:`default_name`; ``name=`` sets another, for a second hook of one class).
 
     Example::
 
@@ -46,7 +50,7 @@ class Hook:
     """Order among the handlers of one event: lower runs first (see :class:`Priority`)."""
 
     def __init__(self, *, name: str | None = None, priority: int | None = None) -> None:
-        self.name: str = name or _snake_case(type(self).__name__)
+        self.name: str = name or default_name(type(self))
         if priority is not None:
             self.priority = priority  # type: ignore[misc]
         self._registrations: list[tuple[SSLEvents, Registration]] = []
@@ -144,6 +148,16 @@ def rank_zero_only(method: Callable[[H, Engine], None]) -> Callable[[H, Engine],
             method(self, engine)
 
     return on_rank_zero
+
+
+def default_name(cls: type[Hook]) -> str:
+    """The name of a hook of class ``cls`` made without ``name=``: the name the class is
+    registered under (``@register_hook("loss_ema") class LossEMAHook`` gives
+    ``loss_ema``), else the class name in snake case without a ``Hook`` ending
+    (``PrintLoss`` gives ``print_loss``). A subclass has its own: it does not inherit
+    its parent's registered name."""
+    registered = cls.__dict__.get(REGISTERED_NAME)
+    return registered if registered is not None else _snake_case(cls.__name__)
 
 
 def _snake_case(name: str) -> str:
