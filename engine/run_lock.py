@@ -19,10 +19,11 @@ import socket
 import time
 from pathlib import Path
 
-from hookbus.engine.errors import UserError
+from hookbus.engine.errors import UserError, write_failure, writing
 from hookbus.engine.run_files import check_links
 
 LOCK_NAME = ".hookbus.lock"
+NOTHING_TRAINED = "nothing was trained"
 
 
 class RunDirectoryBusy(UserError):
@@ -47,15 +48,19 @@ class RunLock:
 
     @classmethod
     def acquire(cls, run_dir: Path) -> RunLock:
-        """Lock ``run_dir`` (created if missing), or raise :class:`RunDirectoryBusy`."""
-        run_dir.mkdir(parents=True, exist_ok=True)
+        """Lock ``run_dir`` (created if missing), or raise :class:`RunDirectoryBusy`.
+
+        A lock that cannot be written (a full disk, a read-only folder) is a
+        :class:`~hookbus.engine.errors.WriteFailure` naming it; nothing was trained."""
         path = run_dir / LOCK_NAME
+        with writing(run_dir, NOTHING_TRAINED):
+            run_dir.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                raise
-            raise UserError(f"{path} is a symbolic link; remove it to train here") from None
+            if exc.errno == errno.ELOOP:
+                raise UserError(f"{path} is a symbolic link; remove it to train here") from None
+            raise write_failure(path, exc, NOTHING_TRAINED) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -65,10 +70,17 @@ class RunLock:
                 f"run directory {run_dir} is in use by another training process ({holder}); "
                 "wait for it to finish or stop it, or choose another checkpoint.dir"
             ) from None
-        os.ftruncate(fd, 0)
         started = time.strftime("%Y-%m-%d %H:%M:%S")
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {started}\n".encode())
-        os.fsync(fd)
+        try:
+            with writing(path, NOTHING_TRAINED):
+                os.ftruncate(fd, 0)
+                os.write(
+                    fd, f"pid {os.getpid()} on {socket.gethostname()}, since {started}\n".encode()
+                )
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
         return cls(path, fd)
 
     def release(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import sys
@@ -12,6 +13,7 @@ import torch
 from ignite.engine import Engine
 
 from hookbus.engine.config import Config
+from hookbus.engine.errors import RESUME_HINT, LineHandler, writing
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_files import open_append
@@ -62,7 +64,10 @@ class LogHook(Hook):
     ==================  ===================================  ==================================
 
     Writes nothing to the run state. ``log.txt`` is opened in append mode, so a resumed
-    run continues it. Other ranks log nothing. The only device sync is ``float(loss)``
+    run continues it. A line that cannot be written (a full disk) stops the run with
+    one line naming the file (:class:`~hookbus.engine.errors.WriteFailure`, exit status
+    1), before the step's or phase's checkpoint, so a resumed run logs it again. Other
+    ranks log nothing. The only device sync is ``float(loss)``
     on log lines. The file gets what the ``hookbus`` logger's level lets through; a logger
     nobody has configured (level NOTSET) is set to INFO while the file is open. Showing
     the lines on the console is the application's job (the CLI adds a handler).
@@ -80,7 +85,7 @@ class LogHook(Hook):
             raise ValueError(f"log_frequency must be >= 1, got {log_frequency}")
         super().__init__()
         self.log_frequency = log_frequency
-        self._file_handler: logging.StreamHandler[TextIO] | None = None
+        self._file_handler: LineHandler | None = None
         self._saved_level = logging.NOTSET
 
     @classmethod
@@ -156,7 +161,9 @@ class LogHook(Hook):
         self._close()
 
     def _open(self, run_dir: Path, path: Path) -> None:
-        handler = logging.StreamHandler(open_append(run_dir, path))
+        with writing(path, RESUME_HINT):
+            stream: TextIO = open_append(run_dir, path)
+        handler = LineHandler(stream, str(path), RESUME_HINT)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         self._file_handler = handler
         self._saved_level = logger.level
@@ -167,8 +174,9 @@ class LogHook(Hook):
     def _close(self) -> None:
         if self._file_handler is None:
             return
-        logger.removeHandler(self._file_handler)
-        self._file_handler.close()
-        self._file_handler.stream.close()
-        self._file_handler = None
+        handler, self._file_handler = self._file_handler, None
+        logger.removeHandler(handler)
+        handler.close()
+        with contextlib.suppress(OSError):  # each line was flushed: closing writes nothing new
+            handler.stream.close()
         logger.setLevel(self._saved_level)

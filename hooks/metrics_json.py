@@ -11,6 +11,7 @@ from ignite.engine import Engine
 
 from hookbus.engine.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
+from hookbus.engine.errors import RESUME_HINT, writing
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_files import open_append
@@ -45,8 +46,10 @@ class MetricsJsonHook(Hook):
     phase and of every later one (left by a run killed after writing them, or by an
     earlier run in the same directory with ``checkpoint.auto_resume: false``) and a line
     torn by a crash, which the next line would otherwise be glued to: a resumed run's
-    file holds each phase once, byte for byte as an uninterrupted run writes it. Writes
-    nothing to the run state.
+    file holds each phase once, byte for byte as an uninterrupted run writes it. A line
+    that cannot be written (a full disk, a read-only file) stops the run with one line
+    naming the file (:class:`~hookbus.engine.errors.WriteFailure`, exit status 1) before
+    the phase's checkpoint, so a resumed run writes it. Writes nothing to the run state.
 
     Example::
 
@@ -77,7 +80,7 @@ class MetricsJsonHook(Hook):
         state = engine.state
         record = phase_record(state)
         path = Path(state.run_dir) / METRICS_FILE
-        with open_append(state.run_dir, path) as file:
+        with writing(path, RESUME_HINT), open_append(state.run_dir, path) as file:
             file.write(json.dumps(record) + "\n")
             file.flush()
             os.fsync(file.fileno())
@@ -91,7 +94,8 @@ def drop_phases_from(path: Path, phase_idx: int) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     kept = [line for line in lines if -1 < _phase_of(line) < phase_idx]
     if len(kept) != len(lines):
-        write_text_atomic(path, "".join(line + "\n" for line in kept))
+        with writing(path, RESUME_HINT):
+            write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
 def _phase_of(line: str) -> int:

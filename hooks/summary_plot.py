@@ -8,9 +8,17 @@ from typing import TYPE_CHECKING, Any
 from ignite.engine import Engine
 
 from hookbus.engine.config import Config
+from hookbus.engine.errors import RESUME_HINT, writing
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
-from hookbus.hooks.plot import METRICS_FILE, RunCurves, read_metrics_rows, write_curves, write_plot
+from hookbus.hooks.plot import (
+    CURVES_FILE,
+    METRICS_FILE,
+    RunCurves,
+    read_metrics_rows,
+    write_curves,
+    write_plot,
+)
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import phase_record
 
@@ -45,7 +53,9 @@ class SummaryPlotHook(Hook):
     each phase's mean), the learning rate, and the meters (e.g. kNN top-1 of the test
     phases). ``float(loss)`` on logged iterations is the only per-step device sync.
     ``curves.json`` is rewritten at each phase end, so ``hookbus plot RUN_DIR`` can draw
-    a run that is still going or was stopped. The curves are checkpointed: a resumed
+    a run that is still going or was stopped; one that cannot be written (a full disk)
+    stops the run with one line naming it (:class:`~hookbus.engine.errors.WriteFailure`,
+    exit status 1) before the phase's checkpoint. The curves are checkpointed: a resumed
     run's plot covers the whole run.
 
     Example::
@@ -91,7 +101,9 @@ class SummaryPlotHook(Hook):
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
         self.curves.add_phase(phase_record(state))
-        write_curves(self.curves, Path(state.run_dir))
+        run_dir = Path(state.run_dir)
+        with writing(run_dir / CURVES_FILE, RESUME_HINT):
+            write_curves(self.curves, run_dir)
 
     @rank_zero_only
     def on_end(self, engine: Engine) -> None:
