@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 
 from hookbus.console import guarded_stdout, setup_console
 from hookbus.engine.config_io import load_config
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         + EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"hookbus {version('hookbus')}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (summary, examples) in COMMANDS.items():
         command = commands.add_parser(
