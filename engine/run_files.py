@@ -8,11 +8,18 @@ error, exit 2), before anything is written. Files replaced through a temporary f
 a rename (checkpoints, ``config.yaml``, ``curves.json``) never write through a link:
 the rename replaces the link itself, and the temporary file is created with
 ``O_EXCL | O_NOFOLLOW``.
+
+An entry whose name hookbus writes but whose kind is wrong (``metrics.json`` or a
+leftover ``.NAME.tmp-PID`` that is a folder, ``log.txt`` that is a FIFO, ``tensorboard``
+that is a file) is refused by :func:`check_entries` with :class:`UnfitRunEntry`, before
+anything is written.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 from pathlib import Path
 from typing import TextIO
 
@@ -20,10 +27,32 @@ from hookbus.engine.errors import UserError
 
 POINTER_NAME = "checkpoint.torch"
 """The link to the newest checkpoint; read with its own rule (it must point inside)."""
+RUN_FILE_NAMES = frozenset(
+    {
+        POINTER_NAME,
+        ".hookbus.lock",
+        "config.yaml",
+        "log.txt",
+        "metrics.json",
+        "curves.json",
+        "curves.png",
+        "evaluation.json",
+    }
+)
+"""Files that hookbus writes into a run directory by name, beside its checkpoints."""
+RUN_FOLDER_NAMES = frozenset({"tensorboard"})
+"""Folders that hookbus writes into a run directory."""
+_WRITTEN_FILE = re.compile(r"^phase\d+_batch\d+\.torch(\.sha256)?$|^\..+\.tmp-\d+$")
+"""Checkpoints, their checksum files, and the temporary files of atomic writes
+(:func:`create_temporary`), which a resumed run removes as leftovers of a killed writer."""
 
 
 class UnsafeRunPath(UserError):
     """A path of the run directory leads outside it through a symbolic link."""
+
+
+class UnfitRunEntry(UserError):
+    """An entry of the run directory has a name hookbus writes but the wrong kind."""
 
 
 def inside_run_dir(run_dir: Path, path: Path) -> Path:
@@ -48,6 +77,47 @@ def check_links(run_dir: Path) -> None:
     for entry in sorted(run_dir.iterdir()):
         if entry.is_symlink() and entry.name != POINTER_NAME:
             inside_run_dir(run_dir, entry)
+
+
+def check_entries(run_dir: Path) -> None:
+    """Refuse a run directory holding, by a name hookbus writes, something it cannot
+    write or remove there: a folder, FIFO, socket or device where a file goes (a
+    leftover temporary file included), or anything but a folder where a folder goes.
+    Links are judged by what they lead to (:func:`check_links` judges where)."""
+    if not run_dir.is_dir():
+        return
+    for entry in sorted(run_dir.iterdir()):
+        name = entry.name
+        wants_file = name in RUN_FILE_NAMES or _WRITTEN_FILE.match(name) is not None
+        if not wants_file and name not in RUN_FOLDER_NAMES:
+            continue
+        try:
+            mode = entry.stat().st_mode
+        except OSError:
+            continue  # a dangling link: replaced or refused where it is written
+        if wants_file and not stat.S_ISREG(mode):
+            what = "a file" if name in RUN_FILE_NAMES else "a temporary or checkpoint file"
+        elif not wants_file and not stat.S_ISDIR(mode):
+            what = "a folder"
+        else:
+            continue
+        raise UnfitRunEntry(
+            f"{str(entry)[:300]} is {_kind(mode)}, where hookbus writes {what}: move it out "
+            "of the run directory, or choose another checkpoint.dir"
+        )
+
+
+def _kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
 def open_append(run_dir: Path, path: Path) -> TextIO:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from hookbus.engine.errors import UserError, write_failure, writing
-from hookbus.engine.run_files import check_links
+from hookbus.engine.run_files import check_entries, check_links
 
 LOCK_NAME = ".hookbus.lock"
 NOTHING_TRAINED = "nothing was trained"
@@ -103,7 +103,9 @@ def check_run_dir(run_dir: Path) -> None:
     ``hookbus validate`` and the trainer call it before anything is built, so a file, a
     device such as ``/dev/null``, a path under a file or a read-only place is named at
     once instead of failing at the first write; so is a symbolic link in it that leads
-    outside it (:func:`hookbus.engine.run_files.check_links`).
+    outside it (:func:`hookbus.engine.run_files.check_links`), and a name hookbus writes
+    held by the wrong kind of entry, such as a folder named ``metrics.json``
+    (:func:`hookbus.engine.run_files.check_entries`).
     """
     where = f"checkpoint.dir {str(run_dir)[:200]!r}"
     if run_dir.exists() or run_dir.is_symlink():
@@ -112,6 +114,7 @@ def check_run_dir(run_dir: Path) -> None:
         if not os.access(run_dir, os.W_OK | os.X_OK):
             raise UserError(f"{where} is not writable")
         check_links(run_dir)
+        check_entries(run_dir)
         return
     parent = run_dir.absolute().parent
     while not parent.exists():
