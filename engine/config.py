@@ -981,6 +981,13 @@ class DistributedConfig(Section):
         le=7 * 24 * 3600,
         description="a collective that waits longer (a dead or hung rank) ends the run",
     )
+    init_timeout_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="the processes must all meet (the rendezvous at MASTER_ADDR:MASTER_PORT) "
+        "within this, or the run ends with one line saying which did not",
+    )
     sync_batch_norm: bool = Field(
         False, description="convert BatchNorm layers to SyncBatchNorm (CUDA devices only)"
     )

@@ -43,6 +43,7 @@ SAFE: tuple[str, ...] = (
     "distributed.backend",
     "distributed.find_unused_parameters",
     "distributed.timeout_seconds",
+    "distributed.init_timeout_seconds",
     "distributed.sync_batch_norm",
 )
 """Keys (a trailing dot: whole sections) a resumed run may change at any point."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import os
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +11,8 @@ import torch.distributed as dist
 from torch import Tensor
 
 from hookbus.engine.config import Config
-from hookbus.engine.errors import ConfigError
+from hookbus.engine.errors import CollectiveFailure, ConfigError
+from hookbus.engine.launch_env import launch_environment
 
 
 def is_distributed() -> bool:
@@ -103,24 +103,44 @@ def all_gather_cat_with_gradient(tensor: Tensor) -> Tensor:
     return _GatherWithGradient.apply(tensor)
 
 
+class RendezvousFailure(CollectiveFailure):
+    """The processes of a run did not all meet within ``distributed.init_timeout_seconds``."""
+
+
 def init_from_environment(cfg: Config) -> bool:
     """Join the process group that ``torchrun`` describes in the environment, if any.
 
-    Returns True when this call initialised it. The backend is ``distributed.backend``;
-    ``auto`` picks nccl when CUDA is available and gloo otherwise. A collective that
-    waits longer than ``distributed.timeout_seconds`` (a dead or hung rank) raises.
+    Returns True when this call initialised it. The environment is checked first
+    (:func:`hookbus.engine.launch_env.launch_environment`: a malformed ``WORLD_SIZE``,
+    ``RANK`` or ``LOCAL_RANK`` is a user error naming it). The backend is
+    ``distributed.backend``; ``auto`` picks nccl when CUDA is available and gloo
+    otherwise. The processes must all meet within ``distributed.init_timeout_seconds``,
+    else :class:`RendezvousFailure` says which rank waited where (exit status 1, instead
+    of waiting for a process that never comes); after that, a collective that waits
+    longer than ``distributed.timeout_seconds`` (a dead or hung rank) raises.
     A second, gloo, group carries control flags (:func:`control_group`). The groups
     are destroyed when the interpreter exits, before its own teardown: a group
     left to the interpreter's teardown can abort the process ("terminate called without
     an active exception") after a run that succeeded.
     """
-    if dist.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    env = launch_environment()
+    if dist.is_initialized() or env.world_size <= 1:
         return False
     backend = cfg.distributed.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
+    meet = cfg.distributed.init_timeout_seconds
+    try:
+        dist.init_process_group(backend=backend, timeout=timedelta(seconds=meet))
+    except dist.DistError as exc:
+        raise RendezvousFailure(
+            f"rank {env.rank} of {env.world_size}: the processes did not all meet at "
+            f"{env.master_addr}:{env.master_port} within distributed.init_timeout_seconds "
+            f"({meet:g} s): {' '.join(str(exc).split())[:200]}; start every rank (torchrun "
+            "--nproc_per_node, srun), or check MASTER_ADDR and MASTER_PORT"
+        ) from None
     timeout = timedelta(seconds=cfg.distributed.timeout_seconds)
-    dist.init_process_group(backend=backend, timeout=timeout)
+    dist.set_timeout(timeout)
     global _control_group
     _control_group = dist.new_group(backend="gloo", timeout=timeout)
     atexit.register(_destroy_group)
@@ -175,7 +195,7 @@ def select_device(cfg: Config) -> torch.device:
     wanted = cfg.machine.device
     if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()):
         check_device(cfg)
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        local_rank = launch_environment().local_rank
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device("cpu")

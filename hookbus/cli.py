@@ -7,7 +7,6 @@ Wherever a command takes a RECIPE, it is a YAML file's path or a shipped recipe'
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -21,6 +20,7 @@ from hookbus.engine.errors import (
     UserError,
     WriteFailure,
 )
+from hookbus.engine.launch_env import launch_environment
 from hookbus.launcher import launch_local
 from hookbus.recipes_index import recipe_table, recipe_text, resolve_recipe
 
@@ -206,8 +206,10 @@ def _recipes(args: argparse.Namespace) -> int:
 
 
 def _processes_to_launch(args: argparse.Namespace) -> int:
-    """For ``train`` outside a launched rank: ``distributed.nproc_per_node``; else 1."""
-    if args.command != "train" or "WORLD_SIZE" in os.environ:
+    """For ``train`` outside a launched rank: ``distributed.nproc_per_node``; else 1.
+    For ``train``, the launch environment variables are checked first (one line naming
+    a malformed one, exit status 2)."""
+    if args.command != "train" or launch_environment().launched:
         return 1
     return load_config(args.config, args.overrides).distributed.nproc_per_node
 
