@@ -11,6 +11,8 @@ removed only after that.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import io
 import logging
@@ -21,7 +23,8 @@ from typing import Any
 
 import torch
 
-from hookbus.engine.errors import CheckpointError
+from hookbus.engine.bounded_files import check_regular, open_regular, read_bounded
+from hookbus.engine.errors import CheckpointError, OutputWriteError
 from hookbus.engine.run_files import POINTER_NAME, create_temporary
 
 FORMAT = "hookbus-checkpoint"
@@ -44,6 +47,8 @@ COUNTER_KEYS = (
 )
 """Keys that must hold plain integers: a crafted value of another type is refused."""
 CHECKSUM_SUFFIX = ".sha256"
+MAX_SIDECAR_BYTES = 4096
+"""Largest checksum file read (one is a SHA-256 and a size: about 80 bytes)."""
 _NAME = re.compile(r"^phase(\d+)_batch(\d+)\.torch$")
 _TEMPORARY = re.compile(r"^\..+\.tmp-\d+$")
 
@@ -53,6 +58,16 @@ logger = logging.getLogger("hookbus")
 def checkpoint_name(phase_idx: int, batches: int) -> str:
     """File name of the checkpoint taken after ``batches`` steps of phase ``phase_idx``."""
     return f"phase{phase_idx:05d}_batch{batches:07d}.torch"
+
+
+def is_checkpoint_name(name: str) -> bool:
+    """Whether ``name`` is a checkpoint file's name (``phaseNNNNN_batchNNNNNNN.torch``)."""
+    return _NAME.match(name) is not None
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether ``name`` is a temporary file's name of an atomic write (``.NAME.tmp-PID``)."""
+    return _TEMPORARY.match(name) is not None
 
 
 def save_atomic(obj: Any, path: Path) -> None:
@@ -77,34 +92,41 @@ def checksum_path(path: Path) -> Path:
 
 
 def verify_checksum(path: Path) -> None:
-    """Raise CheckpointError unless ``path`` matches its sidecar's size and SHA-256."""
+    """Raise CheckpointError unless ``path`` matches its sidecar's size and SHA-256.
+
+    Both are read within bounds (:mod:`hookbus.engine.bounded_files`): the sidecar is at
+    most :data:`MAX_SIDECAR_BYTES`, the checkpoint a regular file whose size is compared
+    before its bytes are streamed through the hash (never held whole in memory).
+    """
     sidecar = checksum_path(path.resolve())
-    try:
-        digest, size_text = sidecar.read_text(encoding="ascii").split()
-        size = int(size_text)
-    except FileNotFoundError:
+    if not os.path.lexists(sidecar):
         raise CheckpointError(
             f"checkpoint {path} has no checksum file {sidecar.name}: it may be incomplete"
-        ) from None
+        )
+    text = read_bounded(sidecar, "checksum file", MAX_SIDECAR_BYTES, error=CheckpointError)
+    try:
+        digest, size_text = text.decode("ascii").split()
+        size = int(size_text)
     except (ValueError, UnicodeDecodeError):
         raise CheckpointError(f"checksum file {sidecar} is malformed") from None
-    except OSError as exc:
-        raise CheckpointError(f"cannot read checksum file {sidecar}: {exc}") from None
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from None
-    if len(data) != size:
-        raise CheckpointError(
-            f"checkpoint {path} is {len(data)} bytes, its checksum file says {size}: truncated"
-        )
-    if hashlib.sha256(data).hexdigest() != digest:
+    with open_regular(path, "checkpoint", error=CheckpointError) as handle:
+        actual = os.fstat(handle.fileno()).st_size
+        if actual != size:
+            raise CheckpointError(
+                f"checkpoint {path} is {actual} bytes, its checksum file says {size}: truncated"
+            )
+        try:
+            computed = hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError as exc:
+            raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from None
+    if computed != digest:
         raise CheckpointError(f"checkpoint {path} does not match its SHA-256: corrupt")
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a new temporary file (fsynced) and a rename;
-    a link at ``path`` is replaced, never written through."""
+    """Write ``data`` to ``path`` through a new temporary file (fsynced, its size checked)
+    and a rename; a link at ``path`` is replaced, never written through. On failure the
+    temporary file is removed, ``path`` is as it was, and the ``OSError`` propagates."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp, fd = create_temporary(path)
     try:
@@ -112,9 +134,27 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+            written = os.fstat(handle.fileno()).st_size
+        if written != len(data):
+            raise OSError(errno.EIO, f"{written} of {len(data)} bytes reached the disk")
         os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def write_output_file(path: Path, data: bytes) -> None:
+    """:func:`write_bytes_atomic`, then the folder fsynced, for a file a user asked for
+    (an export, a plot, the curves): a failure (a full disk, a read-only folder, a file
+    where a folder should be) raises :class:`OutputWriteError` in one line, ``path`` as
+    it was and no temporary file left."""
+    try:
+        write_bytes_atomic(path, data)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise OutputWriteError(
+            f"cannot write {path}: {exc.strerror or exc}; it is left as it was"
+        ) from None
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -204,9 +244,15 @@ def newest_valid_checkpoint(directory: Path) -> tuple[Path, dict[str, Any]] | No
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Load a checkpoint with ``weights_only=True`` (data only, never code) and check it."""
+    """Load a checkpoint with ``weights_only=True`` (data only, never code) and check it.
+
+    Only a regular file is opened. Its tensors are mapped from the file (``mmap``, private
+    copy-on-write pages) rather than read into memory, so restoring a large checkpoint
+    holds one copy of the weights, the model's, beside pages the system can drop.
+    """
+    check_regular(path, "checkpoint", error=CheckpointError)
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint not found: {path}") from None
     except Exception as exc:

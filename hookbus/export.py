@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 
 import torch
@@ -11,6 +11,7 @@ from torch import Tensor
 from hookbus.engine.checkpoint_io import load_verified_checkpoint
 from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import UserError
+from hookbus.output_paths import check_destination, write_output
 from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.build import zero_classifier_weights
 from hookbus.parts.models.presets import RESNET_NAMES
@@ -37,13 +38,19 @@ def export_backbone(
     :func:`hookbus.parts.models.vit.torchvision_vit`); a ``tv:<name>`` model gets its
     last Linear layer back as zeros and loads into ``torchvision.models.get_model(name,
     num_classes=num_classes)``; both with a matching first convolution when
-    ``model.backbone.in_channels`` is not 3. The file is written to a temporary name, then
-    renamed. The checkpoint must match its checksum file, as on resume. A backbone given
+    ``model.backbone.in_channels`` is not 3. The checkpoint must match its checksum file,
+    as on resume (a FIFO or a device is refused before it is opened). ``out`` may not be
+    the checkpoint or any file a run keeps in a run directory, by any path (a link, a
+    hard link, ``..``), nor a directory or a device: :class:`UserError`, before anything
+    is read. The file is written through a temporary file in its folder, fsynced, its size
+    checked, and renamed into place: :class:`OutputWriteError` when that fails (a full
+    disk, a read-only folder), with nothing left behind. A backbone given
     to ``SSLTrainer`` from Python is exported keyed as that module, nothing added: its
     class's ``load_state_dict`` takes the file.
     """
     if out.is_dir():
         raise UserError(f"{out} is a directory: give the path of the file to write (.pth)")
+    check_destination(out, [checkpoint])
     saved = load_verified_checkpoint(checkpoint)
     cfg = validate_config(saved.get("config", {}), f"the config in {checkpoint}")
     weights = backbone_state_dict(saved["model"])
@@ -55,11 +62,7 @@ def export_backbone(
     elif cfg.from_python.backbone is None:
         # vit_*: heads.head; tv:<name>: the last Linear layer that training removed.
         weights.update(zero_classifier_weights(backbone, weights, num_classes))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
-        torch.save(weights, temporary)
-        os.replace(temporary, out)
-    finally:
-        temporary.unlink(missing_ok=True)
+    buffer = io.BytesIO()
+    torch.save(weights, buffer)
+    write_output(out, buffer.getvalue())
     return weights

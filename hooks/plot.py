@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hookbus.engine.checkpoint_io import write_bytes_atomic, write_text_atomic
+from hookbus.engine.bounded_files import loads_json_bounded, read_text_bounded
+from hookbus.engine.checkpoint_io import write_output_file
 from hookbus.engine.errors import DataError, UserError
 
 if TYPE_CHECKING:
@@ -23,6 +25,10 @@ CURVES_FILE = "curves.json"
 PLOT_FILE = "curves.png"
 METRICS_FILE = "metrics.json"
 """Written by the metrics-file hook; read here for runs without ``curves.json``."""
+
+MAX_FILE_BYTES = 256 << 20
+"""Largest ``curves.json`` or ``metrics.json`` read (256 MiB; a million logged steps
+make about 50 MiB)."""
 
 PHASE_KEYS = ("phase_idx", "phase", "train", "train_phase_idx", "iteration", "loss")
 """Keys of a phase record that are not meter values."""
@@ -86,12 +92,16 @@ def read_metrics_rows(path: Path) -> list[dict[str, Any]]:
     """The phase records of a ``metrics.json`` file, the last line of each ``phase_idx``.
 
     Should a phase appear twice (files joined by hand, say), the later line wins.
-    Blank lines and a truncated last line (a crash mid-write) are skipped.
+    Blank lines and a truncated last line (a crash mid-write) are skipped. The file is
+    read within bounds (a regular file of at most :data:`MAX_FILE_BYTES`, lines nested
+    at most :data:`~hookbus.engine.bounded_files.MAX_JSON_DEPTH` deep): else DataError.
     """
     rows: dict[int, dict[str, Any]] = {}
-    for line in _read_text(path).splitlines():
+    for line in read_text_bounded(
+        path, "metrics file", MAX_FILE_BYTES, error=DataError
+    ).splitlines():
         try:
-            row = json.loads(line)
+            row = loads_json_bounded(line, f"a line of {path}", error=DataError)
         except json.JSONDecodeError:
             continue
         if isinstance(row, dict) and type(row.get("phase_idx")) is int:
@@ -99,31 +109,27 @@ def read_metrics_rows(path: Path) -> list[dict[str, Any]]:
     return [rows[key] for key in sorted(rows)]
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read {path}: {exc}") from None
-
-
 def read_curves(run_dir: Path) -> RunCurves:
     """The curves of a run directory: ``curves.json``, or else the phases of ``metrics.json``.
 
     Raises :class:`hookbus.engine.errors.UserError` when the directory has neither file,
-    and :class:`hookbus.engine.errors.DataError` for one that cannot be read or parsed
-    (lines of ``metrics.json`` that are not phase records are skipped).
+    and :class:`hookbus.engine.errors.DataError` for one that cannot be read or parsed,
+    or is not a regular file within bounds (a FIFO, a link to a device, over
+    :data:`MAX_FILE_BYTES`, nested too deep); lines of ``metrics.json`` that are not
+    phase records are skipped.
     """
     run_dir = Path(run_dir)
     curves_path, metrics_path = run_dir / CURVES_FILE, run_dir / METRICS_FILE
-    if curves_path.is_file():
+    if os.path.lexists(curves_path):
+        text = read_text_bounded(curves_path, "curves file", MAX_FILE_BYTES, error=DataError)
         try:
-            return RunCurves.from_dict(json.loads(_read_text(curves_path)))
+            return RunCurves.from_dict(loads_json_bounded(text, str(curves_path), error=DataError))
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise DataError(
                 f"{curves_path} is not a curves file ({type(exc).__name__}: "
                 f"{str(exc)[:80]}); delete it to redraw from {METRICS_FILE}"
             ) from None
-    if metrics_path.is_file():
+    if os.path.lexists(metrics_path):
         return RunCurves(phases=read_metrics_rows(metrics_path))
     raise UserError(f"{run_dir}: no {CURVES_FILE} or {METRICS_FILE}; is it a run directory?")
 
@@ -175,9 +181,12 @@ def build_figure(curves: RunCurves, title: str = "") -> Figure:
 
 
 def write_curves(curves: RunCurves, run_dir: Path) -> Path:
-    """Write ``run_dir/curves.json`` through a temporary file and a rename; returns its path."""
+    """Write ``run_dir/curves.json`` through a temporary file and a rename; returns its path.
+
+    A failed write is :class:`hookbus.engine.errors.OutputWriteError` (one line), the
+    file as it was."""
     path = Path(run_dir) / CURVES_FILE
-    write_text_atomic(path, json.dumps(curves.to_dict()))
+    write_output_file(path, json.dumps(curves.to_dict()).encode("utf-8"))
     return path
 
 
@@ -188,8 +197,9 @@ def write_plot(curves: RunCurves, run_dir: Path, title: str = "") -> Path:
 
 
 def save_png(figure: Figure, path: Path) -> Path:
-    """Render ``figure`` to ``path`` as a PNG, through a temporary file and a rename."""
+    """Render ``figure`` to ``path`` as a PNG, through a temporary file and a rename; a
+    failed write is :class:`hookbus.engine.errors.OutputWriteError`, the file as it was."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
-    write_bytes_atomic(path, buffer.getvalue())
+    write_output_file(path, buffer.getvalue())
     return path

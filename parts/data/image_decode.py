@@ -12,6 +12,7 @@ from PIL import Image
 from torch import Tensor
 from torchvision.io import ImageReadMode
 
+from hookbus.engine.bounded_files import MAX_IMAGE_BYTES, read_bounded
 from hookbus.engine.errors import DataError
 
 JPEG_REDUCTIONS = (8, 4, 2)
@@ -71,8 +72,9 @@ class SourceImage:
     resizing). At full size a JPEG file is decoded with torchvision's libjpeg-turbo
     decoder, which gives Pillow's pixels, faster (Pillow where torchvision has none);
     other formats with Pillow. Every
-    image becomes RGB; a file Pillow cannot read raises
-    :class:`hookbus.engine.errors.DataError` naming it.
+    image becomes RGB; a file Pillow cannot read, or one that is not a regular file of at
+    most :data:`~hookbus.engine.bounded_files.MAX_IMAGE_BYTES` (checked before it is
+    read), raises :class:`hookbus.engine.errors.DataError` naming it.
     """
 
     def __init__(self, source: ImageSource, where: str) -> None:
@@ -82,10 +84,7 @@ class SourceImage:
         self._tensor: Tensor | None = None
         self._jpeg_components = 0
         if isinstance(source, str | Path):
-            try:
-                self._data = Path(source).read_bytes()
-            except OSError as exc:
-                raise DataError(f"cannot read image {source}: {exc}") from None
+            self._data = read_bounded(Path(source), "image", MAX_IMAGE_BYTES, error=DataError)
             header = jpeg_header(self._data)
             if header is None:
                 self.width, self.height = self._open().size

@@ -8,6 +8,7 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from hookbus.engine.bounded_files import MAX_IMAGE_BYTES, check_regular
 from hookbus.engine.errors import DataError
 from hookbus.parts.data.pil_image import pil_to_tensor
 
@@ -92,7 +93,9 @@ class ImageFolderDataset(Dataset):
 
 
 def read_image(path: Path) -> Tensor:
-    """The image at ``path`` as a uint8 RGB tensor ``[3, H, W]``; DataError if unreadable."""
+    """The image at ``path`` as a uint8 RGB tensor ``[3, H, W]``; DataError if unreadable
+    or not a regular file within :data:`~hookbus.engine.bounded_files.MAX_IMAGE_BYTES`."""
+    check_regular(path, "image", limit=MAX_IMAGE_BYTES, error=DataError)
     try:
         with Image.open(path) as image:
             return pil_to_tensor(image.convert("RGB"))

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from hookbus.engine.bounded_files import check_regular
 from hookbus.engine.checkpoint_io import FORMAT, load_verified_checkpoint
 from hookbus.engine.errors import CheckpointError
 
@@ -33,6 +34,7 @@ def read_backbone_weights(path: Path) -> dict[str, Tensor]:
     ``backbone.*`` entries are taken) or a plain state dict as ``hookbus export`` writes
     it (torchvision's ``fc.*`` dropped). Loaded with ``weights_only=True``.
     """
+    check_regular(path, "weights file", error=CheckpointError)
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
