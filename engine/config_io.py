@@ -9,9 +9,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from hookbus.engine.bounded_files import read_text_bounded
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.yaml_safety import load_yaml
+from hookbus.engine.yaml_safety import MAX_BYTES, load_yaml
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
@@ -30,13 +31,10 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """The mapping in a YAML file, loaded safely and within bounds
-    (:func:`hookbus.engine.yaml_safety.load_yaml`)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    (:func:`hookbus.engine.yaml_safety.load_yaml`). The file is checked before it is read
+    (:mod:`hookbus.engine.bounded_files`): a FIFO, a device or a file over
+    :data:`~hookbus.engine.yaml_safety.MAX_BYTES` is refused naming the limit."""
+    text = read_text_bounded(path, "config file", MAX_BYTES, error=ConfigError)
     data = load_yaml(text, str(path))
     if data is None:
         return {}

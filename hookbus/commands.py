@@ -16,7 +16,15 @@ from hookbus.engine.errors import CollectiveFailure
 from hookbus.engine.handler_order import handler_priorities
 from hookbus.engine.priorities import priority_label
 from hookbus.export import export_backbone
-from hookbus.hooks.plot import PLOT_FILE, build_figure, read_curves, save_png
+from hookbus.hooks.plot import (
+    CURVES_FILE,
+    METRICS_FILE,
+    PLOT_FILE,
+    build_figure,
+    read_curves,
+    save_png,
+)
+from hookbus.output_paths import check_destination
 from hookbus.parts.task import prepare_task
 from hookbus.reference.json_schema import config_json_schema
 from hookbus.run_summary import RunSummary
@@ -73,6 +81,8 @@ def _schema(args: argparse.Namespace) -> int:
 def _plot(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     output = Path(args.output) if args.output else run_dir / PLOT_FILE
+    inputs = [run_dir / CURVES_FILE, run_dir / METRICS_FILE]
+    check_destination(output, inputs, allowed=[run_dir / PLOT_FILE])
     save_png(build_figure(read_curves(run_dir), str(run_dir)), output)
     print(f"wrote {output}")
     return 0
