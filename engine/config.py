@@ -64,6 +64,12 @@ class TrainerConfig(Section):
         description="modules imported before the run, so that the steps, hooks and "
         "components they register can be chosen by name",
     )
+    import_paths: list[str] = Field(
+        default_factory=list,
+        description="folders put at the front of sys.path before trainer.imports is "
+        "imported (relative: to the recipe's folder, or in an override to the current "
+        "directory); nothing is imported from the working directory otherwise",
+    )
 
 
 class AugmentConfig(Section):

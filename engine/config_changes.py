@@ -24,6 +24,7 @@ SAFE: tuple[str, ...] = (
     "trainer.log_frequency",
     "trainer.resume_stopped",
     "trainer.imports",
+    "trainer.import_paths",
     "data.num_workers",
     "data.pin_memory",
     "data.prefetch_factor",

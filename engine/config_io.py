@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from hookbus.engine.bounded_files import read_text_bounded
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
+from hookbus.engine.imports import anchor_import_paths
 from hookbus.engine.yaml_safety import MAX_BYTES, load_yaml
 
 
@@ -24,8 +25,11 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
     """
     source = "defaults" if path is None else str(path)
     raw = {} if path is None else read_yaml(Path(path))
+    if path is not None:
+        anchor_import_paths(raw, Path(path).parent)
     for override in overrides:
         apply_override(raw, override)
+    anchor_import_paths(raw, Path.cwd())
     return validate_config(raw, source)
 
 

@@ -110,7 +110,7 @@ class SSLTrainer:
         optimizer: OptimizerFactory | None = None,
         loss: nn.Module | None = None,
     ) -> None:
-        import_user_modules(cfg.trainer.imports)
+        import_user_modules(cfg.trainer.imports, cfg.trainer.import_paths)
         self.parts = PythonParts(backbone, train_data, test_data, optimizer, loss)
         cfg = self.parts.apply_to(cfg)
         check_component_names(cfg)

@@ -25,7 +25,12 @@ from hookbus.engine.checkpoint_io import list_checkpoints, newest_valid_checkpoi
 ROOT = Path(__file__).resolve().parents[1]
 
 RECIPE = {
-    "trainer": {"imports": ["tests.tiny_data"], "log_frequency": 5, "test_every_num_epochs": 4},
+    "trainer": {
+        "imports": ["tests.tiny_data"],
+        "import_paths": [str(ROOT)],
+        "log_frequency": 5,
+        "test_every_num_epochs": 4,
+    },
     "data": {"name": "tiny_test_images", "image_size": 8, "batch_size": 8, "test_batch_size": 8},
     "model": {"backbone": {"width": 4}, "head": {"dims": [16, 16, 8]}},
     "optimizer": {"num_epochs": 12, "warmup_epochs": 1},
