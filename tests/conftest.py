@@ -1,4 +1,7 @@
-"""Shared fixtures: a tiny registered data set and a config that trains in a second."""
+"""Shared fixtures: one torch thread, and a config that trains in a second (``tiny_cfg``).
+
+The tiny config and its data set are :mod:`hookbus.testing`'s, which users' tests import too.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,7 @@ import pytest
 import torch
 
 from hookbus import Config
-from hookbus.engine.config_io import validate_config
-from tests.tiny_data import TINY
+from hookbus.testing import tiny_config
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -23,22 +25,6 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def tiny_config(run_dir: Path, **sections: dict) -> Config:
-    """A config on the tiny data set: 3 train steps and 1 test step per epoch."""
-    raw: dict = {
-        "trainer": {"log_frequency": 1},
-        "data": {"name": TINY, "image_size": 8, "batch_size": 8, "test_batch_size": 8},
-        "model": {"backbone": {"width": 4}, "head": {"dims": [16, 16, 8]}},
-        "optimizer": {"num_epochs": 2, "warmup_epochs": 0},
-        "meters": {"knn": {"k": 3}},
-        "checkpoint": {"dir": str(run_dir)},
-        "hooks": {"progress_bar": {"enabled": False}},
-    }
-    for name, values in sections.items():
-        raw.setdefault(name, {}).update(values)
-    return validate_config(raw, "tiny test config")
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus import FakeEngine, SSLTrainer
+from hookbus import SSLTrainer
 from hookbus.examples.grad_norm_hook import GradNormHook
-from tests.conftest import tiny_config
+from hookbus.testing import FakeEngine, tiny_config
 
 
 def model_with_grads() -> torch.nn.Module:

@@ -10,7 +10,7 @@ import torch
 
 from hookbus import SSLTrainer
 from hookbus.examples.align_uniform import AlignUniformLoss
-from tests.conftest import tiny_config
+from hookbus.testing import tiny_config
 
 
 def test_identical_views_have_zero_alignment() -> None:

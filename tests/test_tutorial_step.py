@@ -7,9 +7,9 @@ from pathlib import Path
 import torch
 from ignite.engine import Engine
 
-from hookbus import Config, FakeEngine, Hook, SSLTrainer
+from hookbus import Config, Hook, SSLTrainer
 from hookbus.examples.plain_step import plain_step
-from tests.conftest import tiny_config
+from hookbus.testing import FakeEngine, tiny_config
 
 
 class EventLog(Hook):

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
+from hookbus import Config, RunState, SSLTrainer, load_config
+from hookbus.testing import TINY_DATA as TINY
 
-from hookbus import DATASETS, Config, RunState, SSLTrainer, load_config
-from hookbus.parts.data import TensorImageDataset
-
-TINY = "tiny_test_images"
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 TINY_RECIPE = (
     f"data.name={TINY}",
@@ -40,19 +37,3 @@ def train_tiny(cfg: Config) -> RunState:
     assert state.iteration == 3
     assert state.loss is not None and bool(state.loss.isfinite())
     return state
-
-
-def _tiny_split(count: int, seed: int) -> TensorImageDataset:
-    generator = torch.Generator().manual_seed(seed)
-    labels = torch.arange(count) % 4
-    images = torch.randn(count, 1, 8, 8, generator=generator) * 0.1
-    images[:, 0, :, :] += labels.view(-1, 1, 1).float()
-    return TensorImageDataset(images, labels)
-
-
-if TINY not in DATASETS:
-
-    @DATASETS.register(TINY)
-    def build_tiny(cfg: object) -> tuple[TensorImageDataset, TensorImageDataset]:
-        """24 train and 8 test images of 4 classes, 8x8, made from a fixed seed."""
-        return _tiny_split(24, 0), _tiny_split(8, 1)
