@@ -241,7 +241,11 @@ class DataConfig(Section):
     batch_size: int = Field(256, ge=1, le=65_536, description="train batch size per process")
     test_batch_size: int = Field(256, ge=1, le=65_536, description="test and memory batch size")
     drop_last: bool = Field(True, description="drop the last partial train batch")
-    num_workers: int = Field(0, ge=0, le=256, description="DataLoader worker processes")
+    num_workers: Annotated[int, Field(ge=0, le=256)] | Literal["auto"] = Field(
+        "auto",
+        description="DataLoader worker processes; auto: none for data.pipeline batch "
+        "(in-memory tensors), else one per core of the process but one, at most 8",
+    )
     pin_memory: bool | Literal["auto"] = Field(
         "auto", description="pin the batches' host memory; auto: when training on a GPU"
     )
@@ -1101,8 +1105,31 @@ class Config(Section):
                 "linear evaluation trains a classifier with the cross-entropy loss "
                 "(model.fine_tune.enabled: the backbone too)"
             )
+        self._classifier_reads_one_view()
         self._layer_decay_needs_a_vit()
         return self
+
+    def _classifier_reads_one_view(self) -> None:
+        """Linear evaluation and fine-tuning train their classifier on the first view of
+        each image: more views (an SSL recipe's, left in) would be made and never read."""
+        data, model = self.data, self.model
+        protocol = next(
+            (
+                key
+                for key, section in (
+                    ("model.linear_eval", model.linear_eval),
+                    ("model.fine_tune", model.fine_tune),
+                )
+                if section.enabled
+            ),
+            None,
+        )
+        if protocol and (data.num_views != 1 or data.small_views.count):
+            raise ValueError(
+                f"{protocol}.enabled trains the classifier on one view of each image: set "
+                "data.num_views=1 and data.small_views.count=0 (got "
+                f"{data.num_views} and {data.small_views.count})"
+            )
 
     def _mae_parts(self) -> None:
         """MAE encodes the visible patches of one view of each image with a ViT and has

@@ -170,3 +170,32 @@ def test_the_mae_vit_b16_recipe_trains_a_step_on_generated_224_px_images(tmp_pat
     assert recorder.sizes == [[224]]
     assert state.last_output["mask"].sum(dim=1).tolist() == [147.0, 147.0]  # 196 - 49
     assert bool(state.loss.isfinite())
+
+
+@pytest.mark.parametrize(
+    "recipe", ["linear_eval_imagefolder_resnet50", "linear_eval_imagefolder_resnet18_small"]
+)
+def test_image_folder_linear_eval_recipes_follow_the_linear_protocol(recipe: str) -> None:
+    cfg = load_config(CONFIGS / f"{recipe}.yaml")
+    data, optimizer = cfg.data, cfg.optimizer
+    assert (optimizer.name, optimizer.momentum, optimizer.weight_decay) == ("sgd", 0.9, 0.0)
+    assert optimizer.warmup_epochs == 0
+    assert (data.num_views, data.small_views.count) == (1, 0)
+    assert data.torchvision.crop_scale == (0.08, 1.0)
+    assert data.torchvision.flip_prob == 0.5
+    augment = data.torchvision
+    assert augment.color_jitter_prob == augment.grayscale_prob == augment.blur_prob == 0.0
+    assert cfg.model.linear_eval.enabled and cfg.model.linear_eval.feature_norm
+
+
+@pytest.mark.parametrize("recipe", sorted(path.stem for path in CONFIGS.glob("*imagefolder*.yaml")))
+def test_image_folder_recipes_leave_workers_and_pinning_to_the_machine(recipe: str) -> None:
+    cfg = load_config(CONFIGS / f"{recipe}.yaml")
+    assert (cfg.data.num_workers, cfg.data.pin_memory) == ("auto", "auto")
+
+
+def test_the_small_image_folder_recipe_is_a_resnet18_whose_head_fits_it() -> None:
+    cfg = load_config(CONFIGS / "simclr_imagefolder_resnet18_small.yaml")
+    model = build_model(cfg)
+    assert model.backbone.out_dim == cfg.model.head.dims[0] == 512
+    assert (cfg.data.image_size, cfg.data.batch_size) == (96, 64)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import torch
@@ -22,9 +23,15 @@ if TYPE_CHECKING:
 
 
 def _loader(
-    cfg: Config, dataset: Dataset, sampler: PhaseSampler, collate: Collate, batch_size: int
+    cfg: Config,
+    dataset: Dataset,
+    sampler: PhaseSampler,
+    collate: Collate,
+    batch_size: int,
+    world_size: int = 1,
 ) -> DataLoader:
-    """A DataLoader with the config's worker settings.
+    """A DataLoader with the config's worker settings (:func:`num_workers` of
+    ``world_size`` processes).
 
     Workers, when there are any, are persistent (started once, not at every epoch; the
     collate's epoch reaches them through shared memory) and each prepares
@@ -32,7 +39,7 @@ def _loader(
     torch thread (:class:`SSLDataLoader`). Host memory is pinned as :func:`pin_memory`
     says.
     """
-    workers = cfg.data.num_workers
+    workers = num_workers(cfg, world_size)
     return SSLDataLoader(
         dataset,
         batch_size=batch_size,
@@ -72,6 +79,25 @@ class PaddedSplit(Dataset):
             return self.dataset[index]
         image, _, original = self.dataset[index - self.size]
         return image, PADDING_LABEL, original
+
+
+MAX_AUTO_WORKERS = 8
+"""The most worker processes ``data.num_workers: auto`` starts per process."""
+
+
+def num_workers(cfg: Config, world_size: int = 1) -> int:
+    """The loader workers of a process: ``data.num_workers``, where ``auto`` means none
+    for ``data.pipeline: batch`` (its in-memory tensors are augmented fastest in the
+    training process) and, for the pipelines of image files, the cores this process may
+    use (those of the machine shared by ``world_size`` processes) but one, which is left
+    to the training step, at most :data:`MAX_AUTO_WORKERS`."""
+    setting = cfg.data.num_workers
+    if setting != "auto":
+        return setting
+    if cfg.data.pipeline == "batch":
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(MAX_AUTO_WORKERS, max(0, (cores or 1) // world_size - 1))
 
 
 def pin_memory(cfg: Config) -> bool:
@@ -121,6 +147,7 @@ def build_data_loaders(
         ),
         train_collate,
         cfg.data.batch_size,
+        world_size,
     )
     if world_size > 1:
         test_set = PaddedSplit(test_set, world_size)
@@ -130,6 +157,7 @@ def build_data_loaders(
         PhaseSampler(len(test_set), shuffle=False, seed=seed, rank=rank, world_size=world_size),
         test_collate,
         cfg.data.test_batch_size,
+        world_size,
     )
     memory = _loader(
         cfg,
@@ -137,6 +165,7 @@ def build_data_loaders(
         PhaseSampler(len(train_set), shuffle=False, seed=seed),
         memory_collate,
         cfg.data.test_batch_size,
+        world_size,
     )
     return {"train": train, "test": test, "memory": memory}
 
