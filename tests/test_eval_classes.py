@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.cli import main
 from hookbus import load_config
+from hookbus.cli import main
 from hookbus.parts.data.build import PADDING_LABEL, PaddedSplit, build_data_loaders, num_workers
 from hookbus.parts.data.datasets import TensorImageDataset
 from hookbus.parts.losses.cross_entropy import ClassificationLoss
