@@ -82,8 +82,9 @@ WORKLOADS = {
     ),
 }
 
-PHASE_DONE = re.compile(r"^(\S+ \S+) INFO phase (\d+) train done \| (\d+) steps", re.M)
-"""A train phase's last line in ``log.txt``: its time, phase index and steps."""
+PHASE_DONE = re.compile(r"^(\S+ \S+) INFO phase (\d+)(?:/\d+)? train done \| (\d+) steps", re.M)
+"""A train phase's last line in ``log.txt``: its time, phase number and steps (``phase 3/44
+train done``; a log from before phases were counted from 1 has ``phase 2 train done``)."""
 
 
 def command(contender: str, workload: Workload, run_dir: Path) -> list[str]:

@@ -34,3 +34,16 @@ def build_phase_plan(cfg: Config, *, train_length: int, test_length: int) -> lis
         if cfg.trainer.test_model and (epoch + 1) % every == 0:
             plan.append(test)
     return plan
+
+
+def phase_label(phase_idx: int, phase_count: int) -> str:
+    """A phase as the log names it, counted from 1: ``phase_label(2, 44) == 'phase 3/44'``.
+
+    Checkpoint file names keep the 0-based index (``phase00002_...`` is phase 3/44)."""
+    return f"phase {phase_idx + 1}/{phase_count}"
+
+
+def epoch_label(train_phase_idx: int, train_phase_count: int) -> str:
+    """A train phase as the log and the progress bar name it, counted from 1:
+    ``epoch_label(1, 40) == 'epoch 2/40'``."""
+    return f"epoch {train_phase_idx + 1}/{train_phase_count}"

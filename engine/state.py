@@ -151,7 +151,12 @@ class RunFields:
     hooks: list[Hook] = field(
         default_factory=list, metadata=_doc("the hooks attached to this run, in attach order")
     )
-    eta_seconds: float = field(default=0.0, metadata=_doc("estimated seconds left (timing hook)"))
+    eta_seconds: float | None = field(
+        default=None,
+        metadata=_doc(
+            "estimated seconds left in the run (timing hook); None until a step was timed"
+        ),
+    )
     data_wait_fraction: float = field(
         default=0.0, metadata=_doc("share of step time spent waiting for data")
     )

@@ -15,11 +15,12 @@ from ignite.engine import Engine
 from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, LineHandler, writing
 from hookbus.engine.hook import Hook, rank_zero_only
+from hookbus.engine.phases import epoch_label, phase_label
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_files import open_append
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import (
-    format_seconds,
+    format_eta,
     is_cuda,
     recent_batch_time,
 )
@@ -75,7 +76,10 @@ class LogHook(Hook):
     Example::
 
         LogHook(log_frequency=10).attach(trainer.engine)
-        # phase 0 train | epoch 1/40 | iter 10/4000 | loss 4.1523 | lr 1.00e-04 | ...
+        # phase 1/44 train | epoch 1/40 | iter 10/4000 | loss 4.1523 | lr 1.00e-04 | ...
+
+    Phases and epochs are counted from 1 (``phase 3/44``, ``epoch 2/40``); checkpoint
+    file names keep the 0-based phase index.
     """
 
     priority = Priority.REPORT
@@ -114,12 +118,11 @@ class LogHook(Hook):
         state = engine.state
         grad = "" if state.grad_norm is None else f" | grad {float(state.grad_norm):.3g}"
         logger.info(
-            "phase %d %s | epoch %d/%d | iter %d/%d | loss %.4f | lr %.2e%s | batch %.3fs"
+            "%s %s | %s | iter %d/%d | loss %.4f | lr %.2e%s | batch %.3fs"
             " | data %.0f%% | eta %s | mem %.0f MB",
-            state.phase_idx,
+            phase_label(state.phase_idx, len(state.phases)),
             state.phase_name,
-            state.train_phase_idx + 1,
-            state.train_phase_count,
+            epoch_label(state.train_phase_idx, state.train_phase_count),
             state.iteration,
             state.max_iterations,
             float(state.loss),
@@ -127,7 +130,7 @@ class LogHook(Hook):
             grad,
             recent_batch_time(state, self.log_frequency),
             100 * state.data_wait_fraction,
-            format_seconds(state.eta_seconds),
+            format_eta(state.eta_seconds),
             peak_memory_mb(state.device),
         )
 
@@ -136,7 +139,7 @@ class LogHook(Hook):
         state = engine.state
         loss = state.phase_loss
         parts = [
-            f"phase {state.phase_idx} {state.phase_name} done",
+            f"{phase_label(state.phase_idx, len(state.phases))} {state.phase_name} done",
             f"{state.batches} steps",
             f"data wait {100 * state.data_wait_fraction:.1f}%",
             "mean loss n/a" if loss is None else f"mean loss {loss:.4f}",
@@ -153,8 +156,8 @@ class LogHook(Hook):
         state = engine.state
         if self.is_rank_zero(engine):
             logger.error(
-                "run stopped in phase %d at train iteration %d: %r",
-                state.phase_idx,
+                "run stopped in %s at train iteration %d: %r",
+                phase_label(state.phase_idx, len(state.phases)),
                 state.iteration,
                 state.exception,
             )

@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.phases import epoch_label
 from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
 
@@ -17,9 +18,18 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 
+def bar_description(train: bool, train_phase_idx: int, train_phase_count: int) -> str:
+    """The bar's label: ``epoch 3/40`` for a train phase, ``test after epoch 3/40`` for a
+    test phase (``test`` when no epoch came before it: a ``trainer.test_only`` run)."""
+    epoch = epoch_label(train_phase_idx, train_phase_count)
+    if train:
+        return epoch
+    return f"test after {epoch}" if train_phase_idx >= 0 else "test"
+
+
 @register_hook("progress_bar")
 class ProgressBarHook(Hook):
-    """Draws one tqdm bar per phase, on rank 0, e.g. ``train 3/40: 45%|####5 | 90/200``.
+    """Draws one tqdm bar per phase, on rank 0, e.g. ``epoch 3/40: 45%|####5 | 90/200``.
 
     ==================  ========================================  ==========================
     event               reads                                     does
@@ -38,6 +48,13 @@ class ProgressBarHook(Hook):
     Writes nothing to the run state. ``enabled=None`` draws bars only when the stream is a
     terminal; True or False force them on or off. Other ranks never draw. The loss postfix
     is the only device sync, once per ``postfix_frequency`` steps of a phase.
+
+    Epochs are counted from 1, as in the log: a train phase's bar is ``epoch 3/40``, a
+    test phase's ``test after epoch 3/40``. The console's log lines (the CLI's, and those
+    ``SSLTrainer.train()`` shows) are written with the bar cleared and redrawn below them
+    (:class:`hookbus.console.ConsoleHandler`), so a line never ends up glued to the bar;
+    a handler of your own can do the same with ``tqdm.write`` or
+    ``tqdm.external_write_mode``.
 
     Example::
 
@@ -76,15 +93,10 @@ class ProgressBarHook(Hook):
         shown = self.enabled if self.enabled is not None else stream.isatty()
         if not shown or not self.is_rank_zero(engine):
             return
-        desc = (
-            f"train {state.train_phase_idx + 1}/{state.train_phase_count}"
-            if state.train
-            else "test"
-        )
         self._bar = tqdm(
             total=state.phase_length,
             initial=state.batches,
-            desc=desc,
+            desc=bar_description(state.train, state.train_phase_idx, state.train_phase_count),
             file=stream,
             dynamic_ncols=True,
         )

@@ -51,3 +51,9 @@ def format_seconds(seconds: float) -> str:
     minutes, secs = divmod(max(int(seconds), 0), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def format_eta(seconds: float | None) -> str:
+    """The time left as the log shows it: ``h:mm:ss``, or ``--`` while it is unknown
+    (``state.eta_seconds`` is None until the timing hook has timed a step)."""
+    return "--" if seconds is None else format_seconds(seconds)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ignite.engine import Engine
@@ -23,24 +25,33 @@ def _kind(train: bool) -> str:
 class TimingHook(Hook):
     """Estimates the time left in the run and the data-wait share of the current phase.
 
-    Train and test steps are timed apart (test steps are faster): each kind keeps an
-    exponential moving average of its seconds per step. The time left is the rest of the
-    current phase plus every later phase of the plan, each step priced at the average of
-    its kind; a kind not timed yet is priced at the other kind's average. The averages
-    are checkpointed, so the estimate is right from the first step after a resume.
+    The estimate is wall-clock time, from the first step of the run on: each step is
+    charged the time since the one before it (the first step of a phase, since the
+    phase started), and the time between a phase's last step and the next phase's start
+    (meter sync, checkpoints, the next phase's meter preparation, such as the kNN
+    meter's pass over the train set) is charged to the phase that starts. Train and
+    test steps are priced apart (test steps are faster, and a test phase's meters cost
+    more): seconds per step of a kind = the seconds charged to that kind over the steps
+    of that kind done so far in the run. The time left prices every step left in the
+    current phase and in every later phase of the plan, train and test; a kind not timed
+    yet is priced as the other kind. The sums are checkpointed, so the estimate is right
+    from the first step after a resume.
 
     ==================  ==============================  ===============================
     event               reads                           writes
     ==================  ==============================  ===============================
-    ``on_phase_start``  --                              (resets the phase's sums)
+    ``on_phase_start``  --                              (charges the time since the
+                                                        last step; resets the phase's
+                                                        data-wait sums)
     ``on_step``         ``train``, ``batch_time``,      ``eta_seconds``,
                         ``data_time``, ``batches``,     ``data_wait_fraction``
                         ``phase_length``, ``phases``,
                         ``phase_idx``
     ==================  ==============================  ===============================
 
-    ``eta_seconds`` = smoothed seconds per step x steps left (``phase_length - batches``
-    plus the lengths of ``phases[phase_idx + 1:]``); ``data_wait_fraction`` = sum of
+    ``eta_seconds`` = seconds per step of the current kind x (``phase_length -
+    batches``) + the steps of ``phases[phase_idx + 1:]``, each at its kind's price; None
+    until a step was timed (the log shows ``--``). ``data_wait_fraction`` = sum of
     ``data_time`` / sum of ``batch_time`` over the phase so far.
 
     The trainer appends to ``batch_time`` and ``data_time`` before ``on_step`` and
@@ -48,18 +59,19 @@ class TimingHook(Hook):
 
     Example::
 
-        TimingHook(smoothing=0.1).attach(trainer.engine)
+        TimingHook().attach(trainer.engine)
         # later, in any hook: engine.state.eta_seconds, engine.state.data_wait_fraction
+        TimingHook(clock=fake_clock)  # in tests: a function returning seconds
     """
 
     priority = Priority.HIGH + 10
 
-    def __init__(self, smoothing: float = 0.1) -> None:
-        if not 0 < smoothing <= 1:
-            raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         super().__init__()
-        self.smoothing = smoothing
-        self._averages: dict[str, float | None] = {"train": None, "test": None}
+        self.clock = clock
+        self._seconds: dict[str, float] = {"train": 0.0, "test": 0.0}
+        self._steps: dict[str, int] = {"train": 0, "test": 0}
+        self._mark: float | None = None
         self._seen = 0
         self._batch_sum = 0.0
         self._data_sum = 0.0
@@ -68,40 +80,49 @@ class TimingHook(Hook):
 
     @classmethod
     def from_config(cls, cfg: Config) -> Self:
-        """The timing hook with its default smoothing (the config has no timing keys)."""
+        """The timing hook on the wall clock (the config has no timing keys)."""
         return cls()
 
     def on_phase_start(self, engine: Engine) -> None:
+        now = self.clock()
+        if self._mark is not None:
+            self._seconds[_kind(engine.state.train)] += now - self._mark
+        self._mark = now
         self._seen = 0
         self._batch_sum = 0.0
         self._data_sum = 0.0
 
     def on_step(self, engine: Engine) -> None:
         state = engine.state
-        new_batch_times = state.batch_time[self._seen :]
+        now = self.clock()
         kind = _kind(state.train)
-        for seconds in new_batch_times:
-            average = self._averages[kind]
-            self._averages[kind] = (
-                seconds if average is None else average + self.smoothing * (seconds - average)
-            )
-        self._batch_sum += sum(new_batch_times)
+        if self._mark is not None:
+            self._seconds[kind] += now - self._mark
+            self._steps[kind] += 1
+        self._mark = now
+        self._batch_sum += sum(state.batch_time[self._seen :])
         self._data_sum += sum(state.data_time[self._seen :])
         self._seen = len(state.batch_time)
         state.data_wait_fraction = self._data_sum / self._batch_sum if self._batch_sum else 0.0
         state.eta_seconds = self._seconds_left(state)
 
-    def _seconds_per_step(self, train: bool) -> float:
-        own = self._averages[_kind(train)]
-        if own is not None:
-            return own
-        other = self._averages[_kind(not train)]
-        return other if other is not None else 0.0
+    def seconds_per_step(self, train: bool) -> float | None:
+        """The run's mean wall-clock seconds per step of the kind ``train`` (the other
+        kind's when this one has no timed step yet); None before any timed step."""
+        for kind in (_kind(train), _kind(not train)):
+            if self._steps[kind]:
+                return self._seconds[kind] / self._steps[kind]
+        return None
 
-    def _seconds_left(self, state: Any) -> float:
-        seconds = max(state.phase_length - state.batches, 0) * self._seconds_per_step(state.train)
-        later = self._later_steps(state)
-        return seconds + sum(later[train] * self._seconds_per_step(train) for train in later)
+    def _seconds_left(self, state: Any) -> float | None:
+        here = self.seconds_per_step(state.train)
+        if here is None:
+            return None
+        seconds = max(state.phase_length - state.batches, 0) * here
+        for train, steps in self._later_steps(state).items():
+            if steps:
+                seconds += steps * (self.seconds_per_step(train) or 0.0)
+        return seconds
 
     def _later_steps(self, state: Any) -> dict[bool, int]:
         """Steps of the phases after the current one, by kind (train or not), counted once
@@ -115,7 +136,13 @@ class TimingHook(Hook):
         return self._later
 
     def state_dict(self) -> dict[str, Any]:
-        return {"seconds_per_step": dict(self._averages)}
+        return {"seconds": dict(self._seconds), "steps": dict(self._steps)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._averages = dict(state["seconds_per_step"])
+        if "seconds_per_step" in state:  # a checkpoint from before: one average per kind
+            averages = state["seconds_per_step"]
+            self._steps = {kind: int(averages.get(kind) is not None) for kind in self._steps}
+            self._seconds = {kind: averages.get(kind) or 0.0 for kind in self._seconds}
+            return
+        self._seconds = {kind: float(state["seconds"][kind]) for kind in self._seconds}
+        self._steps = {kind: int(state["steps"][kind]) for kind in self._steps}

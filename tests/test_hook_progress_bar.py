@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import torch
 
 from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents
-from hookbus.hooks.progress_bar import ProgressBarHook
+from hookbus.hooks.progress_bar import ProgressBarHook, bar_description
 from tests.hook_stubs import Phase
 
 PLAN = [Phase(train=True, length=3), Phase(train=False, length=2)]
@@ -46,16 +47,32 @@ def test_train_bar_counts_steps_with_epoch_in_description() -> None:
     ProgressBarHook(enabled=True, file=stream).attach(engine)
     run_phase(engine, 0)
     last = stream.getvalue().strip().split("\r")[-1]
-    assert last.startswith("train 1/1: 100%")
+    assert last.startswith("epoch 1/1: 100%")
     assert "3/3" in last
 
 
-def test_test_bar_is_named_test() -> None:
+def test_test_bar_names_the_epoch_it_follows() -> None:
     stream = io.StringIO()
     engine = new_engine()
     ProgressBarHook(enabled=True, file=stream).attach(engine)
+    run_phase(engine, 0)
     run_phase(engine, 1)
-    assert stream.getvalue().strip().split("\r")[-1].startswith("test: 100%")
+    assert stream.getvalue().strip().split("\r")[-1].startswith("test after epoch 1/1: 100%")
+
+
+@pytest.mark.parametrize(
+    ("train", "train_phase_idx", "count", "description"),
+    [
+        (True, 0, 40, "epoch 1/40"),
+        (True, 39, 40, "epoch 40/40"),
+        (False, 9, 40, "test after epoch 10/40"),
+        (False, -1, 0, "test"),  # a test-only run
+    ],
+)
+def test_bar_descriptions_count_epochs_from_one(
+    train: bool, train_phase_idx: int, count: int, description: str
+) -> None:
+    assert bar_description(train, train_phase_idx, count) == description
 
 
 def test_loss_postfix_only_every_postfix_frequency_steps() -> None:
