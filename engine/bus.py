@@ -15,19 +15,34 @@
   against a list and formats a debug message on every call, about 10 us);
 - ``run()`` and ``interrupt()`` are refused: the trainer runs the phases
   (``trainer.train()``), and ``terminate()`` ends them;
-- ``terminate()`` also records who asked, in ``state.stopped_by``.
+- an ignite metric attached under a name that hookbus's phase record sets itself
+  (:data:`RECORD_KEYS`: ``loss``, ``iteration``...) is kept apart as
+  ``ignite/<name>`` (said in the log), so it never replaces the phase's mean loss or
+  counters in ``metrics.json`` and ``state.history``;
+- ``terminate()`` also records who asked, in ``state.stopped_by``;
+- ``engine.logger`` is the ``hookbus.ignite`` logger, so what handlers log through it
+  reaches the run's ``log.txt`` and the console with hookbus's own lines.
+
+Handlers that ignite's tools put into ``engine._event_handlers`` directly
+(``BasicTimeProfiler``, ``HandlersTimeProfiler`` insert, append and replace entries
+themselves) are seen too: every list there is a :class:`_WatchedList`, which marks the
+dispatch tuples stale on any change; the next firing rebuilds them, so the fast path
+costs nothing more while nothing changes. A handler appended to an event's list while
+that event fires runs in the same firing, as in ignite.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ignite.engine import Engine, Events, EventsList, State
 from ignite.engine.events import CallableEventWithFilter, RemovableEventHandle
+from ignite.metrics import Metric
 
 from hookbus.engine.events import EVENT_COUNTERS, IGNITE_EVENTS, SSLEvents
 from hookbus.engine.handler_order import forget_removed, place_newest
@@ -65,8 +80,13 @@ class BusEngine(Engine):
 
     def __init__(self, process_function: Callable[[Engine, Any], Any]) -> None:
         self._dispatch: dict[int, tuple[Handler, ...]] = {}
+        self._entries: dict[int, tuple[Any, ...]] = {}
+        self._dispatch_stale = True
+        self._loaded_iteration: int | None = None
         self._placing: tuple[int, str | None] = (Priority.NORMAL, None)
         super().__init__(process_function)
+        self._event_handlers = _WatchedHandlers(self, self._event_handlers)
+        self.logger = logging.getLogger(ENGINE_LOGGER)
         self.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
         self.state = RunState()
         self._rebuild_dispatch()
@@ -102,6 +122,7 @@ class BusEngine(Engine):
         if isinstance(event_name, EventsList):
             return super().add_event_handler(event_name, handler, *args, **kwargs)
         _check_filter(event_name)
+        args = _metric_kept_apart(handler, args)
         handle = super().add_event_handler(event_name, handler, *args, **kwargs)
         priority, name = self._placing
         place_newest(self, event_name, priority, name)
@@ -119,16 +140,54 @@ class BusEngine(Engine):
         ignite's ``fire_event`` for the others."""
         handlers = self._dispatch.get(id(event_name))
         if handlers is None:
-            super().fire_event(event_name)
+            if self._dispatch_stale:
+                self._rebuild_dispatch()
+                self.fire_event(event_name)
+            else:
+                super().fire_event(event_name)
             return
         self.last_event_name = event_name
         for handler in handlers:
             handler(self)
+        if self._dispatch_stale:
+            self._run_added_while_firing(event_name, len(handlers))
+
+    def _run_added_while_firing(self, event_name: Any, ran: int) -> None:
+        """Run the handlers appended to ``event_name``'s list while it fired, after the
+        ``ran`` that did (ignite walks the live list, so a handler appended during a
+        firing runs in it: ``BasicTimeProfiler`` relies on that at ``STARTED``)."""
+        before = self._entries.get(id(event_name), ())
+        self._rebuild_dispatch()
+        now = self._entries.get(id(event_name), ())
+        if len(now) > ran and all(old is new for old, new in zip(before[:ran], now, strict=False)):
+            for handler in self._dispatch[id(event_name)][ran:]:
+                handler(self)
+
+    def invalidate_dispatch(self) -> None:
+        """Mark the dispatch tuples stale: the next firing rebuilds them from
+        ``_event_handlers`` (every change to those lists calls it)."""
+        self._dispatch_stale = True
+        self._dispatch = {}
 
     def handlers(self, event: Any) -> tuple[Handler, ...]:
         """The handlers of a fast-path event, in the order they run, each a callable of
         the engine (for a caller that must run them one by one, such as on_exception)."""
+        if self._dispatch_stale:
+            self._rebuild_dispatch()
         return self._dispatch[id(event)]
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        """ignite's ``load_state_dict`` (what ``Checkpoint.load_objects`` calls for an
+        engine); the train iteration it set is kept for the trainer, which refuses to run
+        from counters that are not hookbus's own resume point."""
+        super().load_state_dict(state_dict)
+        self._loaded_iteration = int(self.state.iteration)
+
+    def take_loaded_counters(self) -> int | None:
+        """The train iteration the last ``load_state_dict`` set (None without one since
+        the last call); the next call returns None."""
+        loaded, self._loaded_iteration = self._loaded_iteration, None
+        return loaded
 
     def run(self, *args: Any, **kwargs: Any) -> State:
         """Refused: hookbus runs the phases itself. Call ``SSLTrainer.train()``."""
@@ -161,13 +220,124 @@ class BusEngine(Engine):
         Keys are the ``id`` of the event objects (hashing an enum member runs Python
         code); an event object that is not one of them misses and goes to ignite.
         """
-        self._dispatch = {
-            id(event): tuple(
-                _engine_call(handler, args, kwargs)
-                for handler, args, kwargs in self._event_handlers.get(event, ())
-            )
-            for event in FAST_EVENTS
+        self._entries = {
+            id(event): tuple(self._event_handlers.get(event, ())) for event in FAST_EVENTS
         }
+        self._dispatch = {
+            key: tuple(_engine_call(handler, args, kwargs) for handler, args, kwargs in entries)
+            for key, entries in self._entries.items()
+        }
+        self._dispatch_stale = False
+
+
+ENGINE_LOGGER = "hookbus.ignite"
+"""The name of ``engine.logger`` on a :class:`BusEngine`: a child of the ``hookbus``
+logger, whose handlers write the run's ``log.txt`` and the console."""
+
+
+class _WatchedList(list):
+    """An event's handler list that tells its engine when it changes."""
+
+    def __init__(self, engine: BusEngine, entries: Iterable[Any] = ()) -> None:
+        super().__init__(entries)
+        self._engine = weakref.ref(engine)
+
+    def _changed(self) -> None:
+        engine = self._engine()
+        if engine is not None:
+            engine.invalidate_dispatch()
+
+
+def _watching(name: str, kind: type = list) -> Callable[..., Any]:
+    """``kind``'s method ``name``, telling the engine of the change after it."""
+    method = getattr(kind, name)
+
+    def changed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, *args, **kwargs)
+        self._changed()
+        return result
+
+    changed.__name__ = name
+    return changed
+
+
+for _name in (
+    "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+    "__setitem__", "__delitem__", "__iadd__", "__imul__",
+):  # fmt: skip
+    setattr(_WatchedList, _name, _watching(_name))
+
+
+class _WatchedHandlers(dict):
+    """``engine._event_handlers``: every list it holds is a :class:`_WatchedList` (a
+    missing event gets an empty one, as ignite's ``defaultdict(list)`` does), and
+    putting or dropping a list marks the engine's dispatch stale."""
+
+    def __init__(self, engine: BusEngine, handlers: dict[Any, list]) -> None:
+        super().__init__()
+        self._engine = weakref.ref(engine)
+        for event, entries in handlers.items():
+            self[event] = entries
+
+    def __missing__(self, event: Any) -> list:
+        self[event] = []
+        return dict.__getitem__(self, event)
+
+    def __setitem__(self, event: Any, entries: list) -> None:
+        engine = self._engine()
+        if engine is not None and not isinstance(entries, _WatchedList):
+            entries = _WatchedList(engine, entries)
+        super().__setitem__(event, entries)
+        self._changed()
+
+    def _changed(self) -> None:
+        engine = self._engine()
+        if engine is not None:
+            engine.invalidate_dispatch()
+
+    def setdefault(self, event: Any, entries: list | None = None) -> list:
+        if event not in self:
+            self[event] = [] if entries is None else entries
+        return dict.__getitem__(self, event)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for event, entries in dict(*args, **kwargs).items():
+            self[event] = entries
+
+
+for _name in ("__delitem__", "pop", "popitem", "clear"):
+    setattr(_WatchedHandlers, _name, _watching(_name, dict))
+
+
+RECORD_KEYS = ("phase_idx", "phase", "train", "train_phase_idx", "iteration", "loss")
+"""The keys hookbus's phase record sets itself (``metrics.json``, ``state.history``:
+:func:`hookbus.hooks.run_stats.phase_record`), beside the metrics."""
+
+IGNITE_METRIC_PREFIX = "ignite/"
+"""What an ignite metric named like one of :data:`RECORD_KEYS` is recorded under."""
+
+_METRIC_LOG = logging.getLogger("hookbus")
+
+
+def _metric_kept_apart(handler: Callable, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``args`` of ignite's ``Metric.completed`` (the metric's name first) with a name
+    from :data:`RECORD_KEYS` given the :data:`IGNITE_METRIC_PREFIX`; others unchanged."""
+    owner = getattr(handler, "__self__", None)
+    if not isinstance(owner, Metric) or getattr(handler, "__name__", "") != "completed":
+        return args
+    if not args or args[0] not in RECORD_KEYS:
+        return args
+    name = f"{IGNITE_METRIC_PREFIX}{args[0]}"
+    _METRIC_LOG.warning(
+        "ignite metric %s is named %r, a key hookbus records itself (the phase's %s): it "
+        "is recorded as %r in engine.state.metrics, metrics.json and state.history; name "
+        "it otherwise to keep your name",
+        type(owner).__name__,
+        args[0],
+        "mean loss" if args[0] == "loss" else args[0],
+        name,
+    )
+    return (name, *args[1:])
 
 
 def _check_filter(event: Any) -> None:

@@ -32,7 +32,8 @@ class Registration:
     """One handler in an event's list: where it runs, and the name the plan shows."""
 
     priority: int
-    sequence: int
+    sequence: float
+    """Registration order (a fraction for a handler put between two others directly)."""
     name: str = field(compare=False)
     handler: Callable[..., Any] = field(compare=False)
     """The callable as it was given (a filtered handler's wrapper unwrapped)."""
@@ -66,14 +67,15 @@ def place_newest(
 ) -> Registration:
     """Give the handler ignite appended last to ``event``'s list its place.
 
-    Handlers added to the list behind the plan's back (ignite's own
-    ``add_event_handler`` on an engine that is not a ``BusEngine``) are adopted first,
-    at ``Priority.NORMAL`` in the order they came.
+    Handlers added to the list behind the plan's back are adopted first: those of
+    ignite's own ``add_event_handler`` on an engine that is not a ``BusEngine`` at
+    ``Priority.NORMAL`` in the order they came; those put straight into the list
+    between handlers the plan knows (``BasicTimeProfiler`` inserts its timers first
+    and last) keep the place they were given.
     """
     plan = _plan(engine)
     handlers = engine._event_handlers[event]
-    for stored, _, _ in handlers[:-1]:
-        _adopt(plan, stored, Priority.NORMAL, None)
+    _adopt_unknown(plan, [stored for stored, _, _ in handlers[:-1]])
     newest = handlers[-1][0]
     plan.entries.pop(id(newest), None)
     registration = _adopt(plan, newest, priority, name)
@@ -82,16 +84,64 @@ def place_newest(
     return registration
 
 
-def _adopt(
-    plan: _Plan, stored: Callable[..., Any], priority: int, name: str | None
-) -> Registration:
+def _known(plan: _Plan, stored: Callable[..., Any]) -> Registration | None:
     known = plan.entries.get(id(stored))
-    if known is not None and known.handler is _given(stored):
+    return known if known is not None and known.handler is _given(stored) else None
+
+
+def _adopt(
+    plan: _Plan,
+    stored: Callable[..., Any],
+    priority: int,
+    name: str | None,
+    sequence: float | None = None,
+) -> Registration:
+    known = _known(plan, stored)
+    if known is not None:
         return known
     given = _given(stored)
-    registration = Registration(int(priority), next(plan.sequence), name or _name(given), given)
+    order = next(plan.sequence) if sequence is None else sequence
+    registration = Registration(int(priority), order, name or _name(given), given)
     plan.entries[id(stored)] = registration
     return registration
+
+
+def _adopt_unknown(plan: _Plan, stored: list[Callable[..., Any]]) -> None:
+    """Adopt the handlers of one event's list that the plan does not know, each run of
+    them between its known neighbours (at the left one's priority, ordered between
+    them), or at ``Priority.NORMAL`` in list order when the list holds no known one."""
+    known = [_known(plan, handler) for handler in stored]
+    if not any(known):
+        for handler in stored:
+            _adopt(plan, handler, Priority.NORMAL, None)
+        return
+    index = 0
+    while index < len(stored):
+        if known[index] is not None:
+            index += 1
+            continue
+        end = index
+        while end < len(stored) and known[end] is None:
+            end += 1
+        left = known[index - 1] if index > 0 else None
+        right = known[end] if end < len(stored) else None
+        count = end - index
+        for offset, handler in enumerate(stored[index:end], start=1):
+            priority, sequence = _between(left, right, offset / (count + 1))
+            _adopt(plan, handler, priority, None, sequence)
+        index = end
+
+
+def _between(
+    left: Registration | None, right: Registration | None, fraction: float
+) -> tuple[int, float]:
+    """A (priority, sequence) that sorts after ``left`` and before ``right``."""
+    if left is None:
+        assert right is not None
+        return right.priority, right.sequence - 1 + fraction
+    if right is None or right.priority != left.priority:
+        return left.priority, left.sequence + fraction
+    return left.priority, left.sequence + (right.sequence - left.sequence) * fraction
 
 
 def forget_removed(engine: Engine) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ignite.engine import Engine, Events
+from ignite.handlers import FastaiLRFinder
 from torch import nn
 from torch.utils.data import Dataset
 
@@ -37,9 +38,11 @@ from hookbus.engine.registry import UnknownNameError
 from hookbus.engine.run_lock import RunLock, check_run_dir
 from hookbus.engine.state import RunState
 from hookbus.engine.training_state import ResumePoint, restore_training_state
+from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.defaults import default_hooks
+from hookbus.hooks.metrics_json import MetricsJsonHook
 from hookbus.hooks.run_stats import phase_record
-from hookbus.parts.data import finish_views, set_loader_epoch
+from hookbus.parts.data import build_data_loaders, finish_views, set_loader_epoch
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, initial_copy
 from hookbus.parts.task import check_component_names, check_options_are_read, prepare_task
 from hookbus.steps import get_train_step
@@ -144,6 +147,8 @@ class SSLTrainer:
         self._lock: RunLock | None = None
         self._phase_started = 0.0
         self._skip_epoch_completed = False
+        self._resume_iteration = 0
+        self._set_aside: list[Hook] = []
 
     @property
     def state(self) -> RunState:
@@ -163,13 +168,29 @@ class SSLTrainer:
         optimizer) can be built and attached before ``train()``. Rank 0 takes the run
         directory's lock here (:class:`hookbus.engine.run_lock.RunLock`); ``train()``
         releases it when it returns or raises.
+
+        Called again after a ``train()`` (``train()`` does), it starts from the run's
+        resume point again, as a new process would: the counters go back to a fresh
+        start and the newest checkpoint in ``checkpoint.dir`` is restored; the model
+        and optimizer are the same objects (what ignite handlers attached to them, such
+        as ``FastaiLRFinder``, put back is kept where no checkpoint is restored), and
+        the data loaders are built again.
         """
         if self._start is not None:
             return self.state
         state = self.state
         self._setup_machine()
-        prepare_task(state, self.cfg, self.parts)
-        self._meters = list(state.meters)
+        if state.base_model is None:
+            prepare_task(state, self.cfg, self.parts)
+            self._meters = list(state.meters)
+        else:  # a train() ran: its data loaders were released, its counters moved on
+            state.data_loaders = build_data_loaders(
+                self.cfg,
+                rank=state.rank,
+                world_size=state.world_size,
+                datasets=self.parts.datasets(self.cfg),
+            )
+        _reset_counters(state)
         train_len = len(state.data_loaders["train"])
         test_len = len(state.data_loaders["test"])
         state.phases = build_phase_plan(self.cfg, train_length=train_len, test_length=test_len)
@@ -179,6 +200,7 @@ class SSLTrainer:
         if state.rank == 0 and self._lock is None:
             self._lock = RunLock.acquire(state.run_dir)
         self._start = self._restore()
+        self._resume_iteration = state.iteration
         state.epoch = state.train_phase_idx + 1
         return state
 
@@ -200,6 +222,7 @@ class SSLTrainer:
             raise
         finally:
             self._release_data()
+            self._start = None
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
@@ -213,6 +236,7 @@ class SSLTrainer:
         self.setup()
         start = self._start
         assert start is not None
+        self._check_loaded_counters()
         if start.stopped_by and not self.cfg.trainer.resume_stopped:
             state.stopped_by = start.stopped_by
             logger.warning(
@@ -253,6 +277,9 @@ class SSLTrainer:
                     "layer_decay); give each group its own schedule (ParamGroupScheduler)",
                     state.lr_scheduler,
                 )
+        sweep = _lr_finder(engine)
+        if sweep is not None:
+            self._begin_sweep(sweep)
         engine.fire_event(Events.STARTED)
         try:
             self._stop_if_asked(agreed_stops(engine).terminate)
@@ -261,14 +288,69 @@ class SSLTrainer:
                 self._run_phase(phase_idx, start.batches_done if continuing else None)
                 self._stop_if_asked(agreed_stops(engine).terminate)
         except _Stopped:
-            logger.warning("%s", stop_line(state))
-            state.summary["stopped"] = stop_line(state)
+            if sweep is None:
+                logger.warning("%s", stop_line(state))
+                state.summary["stopped"] = stop_line(state)
+            else:
+                logger.info(
+                    "learning-rate sweep ended by %s at train iteration %d",
+                    state.stopped_by,
+                    state.iteration,
+                )
             engine.fire_event(Events.TERMINATE)
         state.times[Events.COMPLETED.name] = time.perf_counter() - started
-        if engine.should_terminate != "skip_completed":
-            engine.fire_event(Events.COMPLETED)
-        engine.fire_event(SSLEvents.ON_END)
+        try:
+            if engine.should_terminate != "skip_completed":
+                engine.fire_event(Events.COMPLETED)
+            engine.fire_event(SSLEvents.ON_END)
+        finally:
+            self._end_sweep()
         return state
+
+    def _check_loaded_counters(self) -> None:
+        """Refuse ignite's way of resuming: counters loaded into the engine
+        (``Checkpoint.load_objects({"trainer": engine, ...})``, ``engine.load_state_dict``)
+        that are not where hookbus's own resume puts the run."""
+        loaded = self.engine.take_loaded_counters()
+        if loaded is None or loaded == self._resume_iteration:
+            return
+        where = (
+            f"the checkpoint {self.state.resumed_from} at iteration {self._resume_iteration}"
+            if self.state.resumed_from
+            else "a fresh start (no checkpoint in it)"
+        )
+        raise ConfigError(
+            f"the engine's counters were loaded at train iteration {loaded} "
+            "(Checkpoint.load_objects with 'trainer', or engine.load_state_dict), but "
+            f"hookbus resumes {self.state.run_dir} from {where}: hookbus resumes a run from "
+            "its own checkpoints (checkpoint.auto_resume: run again on the same "
+            "checkpoint.dir; they carry the counters, RNG, meters and hook states an exact "
+            "continuation needs). Load only the model and optimizer with load_objects, "
+            "without 'trainer', for a warm start; nothing was trained"
+        )
+
+    def _begin_sweep(self, finder: FastaiLRFinder) -> None:
+        """A ``train()`` with ignite's ``FastaiLRFinder`` attached is its sweep: the
+        finder sets the learning rate, and the hooks that record the run (checkpoints,
+        ``metrics.json``) are set aside until it ends, so the sweep's weights are never
+        taken for the run's."""
+        self._set_aside = [
+            hook for hook in self.hooks if isinstance(hook, CheckpointHook | MetricsJsonHook)
+        ]
+        for hook in self._set_aside:
+            hook.detach(self.engine)
+        self.state.lr_scheduler = type(finder).__name__
+        logger.info(
+            "learning-rate sweep by %s: it sets the learning rate; no checkpoint and no "
+            "metrics.json line is written until it ends (%s set aside)",
+            type(finder).__name__,
+            ", ".join(hook.name for hook in self._set_aside) or "no hook",
+        )
+
+    def _end_sweep(self) -> None:
+        for hook in self._set_aside:
+            hook.attach(self.engine)
+        self._set_aside = []
 
     def _write_config(self) -> None:
         path = self.state.run_dir / "config.yaml"
@@ -368,8 +450,7 @@ class SSLTrainer:
             except StopIteration:
                 break
             fetched = clock()
-            batch = self._finish_views(batch)
-            state.batch = batch
+            state.batch = self._finish_views(batch)
             state.output = None
             if train:
                 engine.fire_event(Events.GET_BATCH_COMPLETED)
@@ -377,7 +458,7 @@ class SSLTrainer:
             state.local_iteration_num += 1
             if train:
                 engine.fire_event(Events.ITERATION_STARTED)
-            state.output = self.train_step(engine, batch)
+            state.output = self.train_step(engine, state.batch)
             state.batches += 1
             finished = clock()
             state.batch_time.append(finished - started)
@@ -488,3 +569,24 @@ def _check_hooks(hooks: Sequence[Any]) -> None:
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"hook names must be unique; repeated: {duplicates}")
+
+
+def _reset_counters(state: RunState) -> None:
+    """Put the run's counters and records back to those of a fresh start (the newest
+    checkpoint, if any, is restored over them)."""
+    state.phase_idx = state.train_phase_idx = -1
+    state.iteration = state.local_iteration_num = state.updates = state.batches = 0
+    state.epoch = 0
+    state.loss_sum = state.stopped_by = state.resumed_from = state.output = None
+    state.history = []
+    state.summary = {}
+    state.metrics = {}
+
+
+def _lr_finder(engine: Engine) -> FastaiLRFinder | None:
+    """The ``FastaiLRFinder`` whose sweep this run is (its ``attach`` block), or None."""
+    for stored, _, _ in engine._event_handlers.get(Events.STARTED, ()):
+        owner = getattr(stored, "__self__", None)
+        if isinstance(owner, FastaiLRFinder):
+            return owner
+    return None
