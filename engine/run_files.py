@@ -42,9 +42,11 @@ RUN_FILE_NAMES = frozenset(
 """Files that hookbus writes into a run directory by name, beside its checkpoints."""
 RUN_FOLDER_NAMES = frozenset({"tensorboard"})
 """Folders that hookbus writes into a run directory."""
-_WRITTEN_FILE = re.compile(r"^phase\d+_batch\d+\.torch(\.sha256)?$|^\..+\.tmp-\d+$")
-"""Checkpoints, their checksum files, and the temporary files of atomic writes
-(:func:`create_temporary`), which a resumed run removes as leftovers of a killed writer."""
+_CHECKPOINT_FILE = re.compile(r"^phase\d+_batch\d+\.torch(\.sha256)?$")
+"""Checkpoints and their checksum files."""
+_TEMPORARY_FILE = re.compile(r"^\..+\.tmp-\d+$")
+"""The temporary files of atomic writes (:func:`create_temporary`), which a resumed run
+removes as leftovers of a killed writer."""
 
 
 class UnsafeRunPath(UserError):
@@ -87,24 +89,32 @@ def check_entries(run_dir: Path) -> None:
     if not run_dir.is_dir():
         return
     for entry in sorted(run_dir.iterdir()):
-        name = entry.name
-        wants_file = name in RUN_FILE_NAMES or _WRITTEN_FILE.match(name) is not None
-        if not wants_file and name not in RUN_FOLDER_NAMES:
+        what = _written_as(entry.name)
+        if what is None:
             continue
         try:
             mode = entry.stat().st_mode
         except OSError:
             continue  # a dangling link: replaced or refused where it is written
-        if wants_file and not stat.S_ISREG(mode):
-            what = "a file" if name in RUN_FILE_NAMES else "a temporary or checkpoint file"
-        elif not wants_file and not stat.S_ISDIR(mode):
-            what = "a folder"
-        else:
+        if stat.S_ISDIR(mode) if what == "a folder" else stat.S_ISREG(mode):
             continue
         raise UnfitRunEntry(
             f"{str(entry)[:300]} is {_kind(mode)}, where hookbus writes {what}: move it out "
             "of the run directory, or choose another checkpoint.dir"
         )
+
+
+def _written_as(name: str) -> str | None:
+    """What hookbus writes by ``name`` in a run directory, or None."""
+    if name in RUN_FOLDER_NAMES:
+        return "a folder"
+    if name in RUN_FILE_NAMES:
+        return "a file"
+    if _CHECKPOINT_FILE.match(name):
+        return "a checkpoint file"
+    if _TEMPORARY_FILE.match(name):
+        return "a temporary file"
+    return None
 
 
 def _kind(mode: int) -> str:
