@@ -422,10 +422,11 @@ class BackboneConfig(Section):
 
 
 class HeadConfig(Section):
-    dims: list[Size] = Field(
-        default_factory=lambda: [128, 128, 64],
+    dims: list[Size | Literal["backbone"]] = Field(
+        default_factory=lambda: ["backbone", 128, 64],
         min_length=2,
-        description="projection MLP sizes, input first",
+        description="projection MLP sizes, input first; an input of backbone: the "
+        "backbone's feature size (out_dim), which then follows model.backbone",
     )
     batch_norm: bool = Field(True, description="BatchNorm after each hidden layer")
     output_batch_norm: Literal["none", "affine", "no_affine"] = Field(
@@ -434,6 +435,15 @@ class HeadConfig(Section):
         "learned scale and shift (NNCLR), no_affine without (SimSiam, MoCo v3); none: a "
         "plain Linear",
     )
+
+    @model_validator(mode="after")
+    def _backbone_is_the_input(self) -> HeadConfig:
+        if "backbone" in self.dims[1:]:
+            raise ValueError(
+                "dims: backbone stands for the backbone's feature size, the head's input: "
+                "only the first entry may be backbone"
+            )
+        return self
 
 
 class PredictorConfig(Section):

@@ -177,3 +177,16 @@ def test_zero_init_residual_starts_every_residual_block_as_the_identity() -> Non
         Config().model.backbone.model_copy(update={"name": "resnet18"})
     )
     assert torch.equal(plain.layer1[0].bn2.weight, torch.ones(64))
+
+
+@pytest.mark.parametrize(("width", "features"), [(4, 16), (8, 32)])
+def test_the_default_head_takes_the_backbones_feature_size(width: int, features: int) -> None:
+    cfg = Config.model_validate({"model": {"backbone": {"width": width}}})
+    assert cfg.model.head.dims == ["backbone", 128, 64]
+    model = build_model(cfg)
+    assert model.head(torch.zeros(2, features)).shape == (2, 64)
+
+
+def test_backbone_as_a_later_head_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="only the first entry may be backbone"):
+        Config.model_validate({"model": {"head": {"dims": [32, "backbone"]}}})

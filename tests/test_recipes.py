@@ -25,7 +25,6 @@ METHOD_HOOKS = {
     "simsiam": set(),
     "nnclr": {"nnclr_support"},
 }
-RESNET50_FEATURES = 2048
 
 
 class ViewSizes(Hook):
@@ -54,7 +53,7 @@ def test_image_folder_recipe_is_a_resnet50_with_its_method_hooks(method: str) ->
     assert METHOD_HOOKS[method] <= {hook.name for hook in default_hooks(cfg)}
     assert (cfg.data.name, cfg.data.pipeline) == ("image_folder", "crop_first")
     assert cfg.model.backbone.name == "resnet50"
-    assert cfg.model.head.dims[0] == RESNET50_FEATURES
+    assert cfg.model.head.dims[0] == "backbone"  # ResNet-50's 2048 features
 
 
 def test_linear_eval_recipe_starts_from_the_simclr_checkpoint() -> None:
@@ -197,5 +196,7 @@ def test_image_folder_recipes_leave_workers_and_pinning_to_the_machine(recipe: s
 def test_the_small_image_folder_recipe_is_a_resnet18_whose_head_fits_it() -> None:
     cfg = load_config(CONFIGS / "simclr_imagefolder_resnet18_small.yaml")
     model = build_model(cfg)
-    assert model.backbone.out_dim == cfg.model.head.dims[0] == 512
+    assert cfg.model.head.dims[0] == "backbone"
+    assert model.backbone.out_dim == 512
+    assert model.head(torch.zeros(2, 512)).shape == (2, 128)  # the head takes its 512
     assert (cfg.data.image_size, cfg.data.batch_size) == (96, 64)

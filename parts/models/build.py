@@ -280,12 +280,12 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
         from hookbus.parts.models.mae import build_masked_autoencoder
 
         return build_masked_autoencoder(cfg, backbone, name)
-    head_dims = model_cfg.head.dims
+    head_dims = [backbone.out_dim if size == "backbone" else size for size in model_cfg.head.dims]
     if head_dims[0] != backbone.out_dim:
         raise ValueError(
             f"model.head.dims[0] is {head_dims[0]} but backbone "
             f"{name!r} gives {backbone.out_dim} features "
-            f"(out_dim); set model.head.dims[0] to {backbone.out_dim}"
+            f"(out_dim); set model.head.dims[0] to {backbone.out_dim} or backbone"
         )
     predictor = None
     if model_cfg.predictor.dims:
