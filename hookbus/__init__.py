@@ -4,6 +4,7 @@ The public API, importable from here::
 
     from hookbus import SSLTrainer, Hook, SSLEvents, Priority, load_config, default_hooks
     from hookbus import FakeEngine, register_hook, register_train_step
+    from hookbus import embed_images, save_embeddings
 
 The package is laid out in floors, each importing only from those below it (see
 docs/concepts.md): ``hookbus.engine`` (the kernel: events, bus, hooks' base, run state,
@@ -21,6 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hookbus.embed import Embeddings, embed_images, save_embeddings
     from hookbus.engine.bus import prepare_engine
     from hookbus.engine.config import Config
     from hookbus.engine.config_io import load_config
@@ -46,6 +48,7 @@ _PUBLIC: dict[str, str] = {
     "ConfigError": "hookbus.engine.errors",
     "DATASETS": "hookbus.parts.data",
     "DataError": "hookbus.engine.errors",
+    "Embeddings": "hookbus.embed",
     "FakeEngine": "hookbus.engine.testing",
     "HOOKS": "hookbus.hooks.registry",
     "Hook": "hookbus.engine.hook",
@@ -58,10 +61,12 @@ _PUBLIC: dict[str, str] = {
     "TRAIN_STEPS": "hookbus.steps.registry",
     "UserError": "hookbus.engine.errors",
     "default_hooks": "hookbus.hooks.defaults",
+    "embed_images": "hookbus.embed",
     "load_config": "hookbus.engine.config_io",
     "prepare_engine": "hookbus.engine.bus",
     "register_hook": "hookbus.hooks.registry",
     "register_train_step": "hookbus.steps.registry",
+    "save_embeddings": "hookbus.embed",
 }
 """``{public name: the module that defines it}``."""
 
@@ -76,6 +81,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "DataError",
+    "Embeddings",
     "FakeEngine",
     "Hook",
     "Priority",
@@ -84,10 +90,12 @@ __all__ = [
     "SSLTrainer",
     "UserError",
     "default_hooks",
+    "embed_images",
     "load_config",
     "prepare_engine",
     "register_hook",
     "register_train_step",
+    "save_embeddings",
 ]
 __version__ = "0.1.0"
 

@@ -79,6 +79,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
   hookbus export runs/byol_r50/checkpoint.torch resnet50.pth   # resnet50().load_state_dict
 """,
     ),
+    "embed": (
+        "write the embeddings of a folder (or files) of images by a trained encoder, with "
+        "their paths (torch, NumPy or CSV)",
+        """\
+  hookbus embed runs/simclr_photos photos/ --out photos.pt      # a run's newest checkpoint
+  hookbus embed backbone.pth photos/ --recipe runs/simclr_photos/config.yaml --out photos.npz
+  hookbus embed runs/simclr_photos/checkpoint.torch a.jpg b.jpg --out two.csv --device cpu
+""",
+    ),
     "plot": (
         "redraw a run's curves (loss, learning rate, meters) from its run directory",
         """\
@@ -121,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "export":
             command.add_argument("checkpoint", help="a hookbus checkpoint")
             command.add_argument("out", help="where to write the state dict (.pth)")
+        elif name == "embed":
+            _embed_arguments(command)
         elif name == "recipes":
             command.add_argument(
                 "--show", metavar="NAME", help="print the recipe NAME's YAML, exactly as shipped"
@@ -139,6 +150,35 @@ def build_parser() -> argparse.ArgumentParser:
             )
         command.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return parser
+
+
+def _embed_arguments(command: argparse.ArgumentParser) -> None:
+    """The arguments of ``hookbus embed``."""
+    command.add_argument(
+        "source", metavar="SOURCE", help="a checkpoint, a run directory or a hookbus export file"
+    )
+    command.add_argument(
+        "images", nargs="+", metavar="IMAGES", help="image files, or folders (read recursively)"
+    )
+    command.add_argument("-o", "--out", required=True, help="the file to write (.pt, .npz or .csv)")
+    command.add_argument(
+        "--recipe",
+        help="for an exported backbone: the recipe of its run (the run's config.yaml)",
+    )
+    command.add_argument(
+        "--format", choices=("pt", "npz", "csv"), help="default: from the --out file's ending"
+    )
+    command.add_argument("--batch-size", type=int, default=64, help="images per batch (64)")
+    command.add_argument(
+        "--image-size", type=int, help="side of the center crop (default: the run's)"
+    )
+    command.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if present"
+    )
+    command.add_argument(
+        "--num-workers", type=int, help="DataLoader workers (default: the cores but one, <= 8)"
+    )
+    command.add_argument("--overwrite", action="store_true", help="replace an existing --out")
 
 
 EXIT_CLOSED_PIPE = 141

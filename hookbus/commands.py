@@ -10,6 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
+from hookbus.embed_output import check_output, output_format
 from hookbus.engine.config_io import load_config
 from hookbus.engine.distributed import collective_failure
 from hookbus.engine.errors import CollectiveFailure
@@ -94,6 +95,33 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _embed(args: argparse.Namespace) -> int:
+    # Loaded here, not at the top: it imports torchvision's transforms (about a second),
+    # which the other commands of a run on tensors never need.
+    from hookbus.embed import embed_images, save_embeddings
+
+    out = Path(args.out)
+    output_format(out, args.format)
+    check_output(out, Path(args.source), overwrite=args.overwrite)
+    result = embed_images(
+        args.source,
+        args.images,
+        recipe=args.recipe,
+        batch_size=args.batch_size,
+        image_size=args.image_size,
+        device=args.device,
+        num_workers=args.num_workers,
+        progress=not args.quiet,
+    )
+    save_embeddings(result, out, format=args.format, overwrite=args.overwrite)
+    count, dims = result.embeddings.shape
+    print(
+        f"wrote {out}: {count} embeddings of {dims} dimensions from {result.source}; "
+        f"{result.images_per_second:.0f} images/s on {result.device} ({result.seconds:.1f} s)"
+    )
+    return 0
+
+
 _COMMANDS = {
     "train": _train,
     "validate": _validate,
@@ -101,4 +129,5 @@ _COMMANDS = {
     "schema": _schema,
     "plot": _plot,
     "export": _export,
+    "embed": _embed,
 }

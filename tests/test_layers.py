@@ -34,6 +34,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "the command line loads the commands module (torch, ignite, the trainer: about 5 s) only "
         "when a command runs in this process, never for --help or the local launcher's parent"
     ),
+    ("hookbus.commands", "hookbus.embed"): (
+        "hookbus embed's module imports torchvision's transforms (about a second), which "
+        "the other commands of a run on tensors never need"
+    ),
     ("hookbus.hooks.evaluation", "sklearn"): "scikit-learn's probe, only for the report",
     ("hookbus.hooks.mlflow_tracker", "mlflow"): "about a second, only for runs logging to it",
     ("hookbus.hooks.plot", "matplotlib"): "only when a figure is drawn",
