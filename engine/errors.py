@@ -98,7 +98,8 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     An ``OSError`` becomes a :class:`WriteFailure` naming ``what`` (a ``BrokenPipeError``
     stays itself); after it the handler drops every record, so the run's
-    ``on_exception`` handlers can still log elsewhere.
+    ``on_exception`` handlers can still log elsewhere. Other errors (a stream already
+    closed) go to :meth:`logging.Handler.handleError`, as with any handler.
     """
 
     def __init__(self, stream: TextIO, what: str, after: str = "") -> None:
@@ -122,3 +123,5 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         except WriteFailure:
             self.failed = True
             raise
+        except Exception:  # a closed or foreign stream: as logging.StreamHandler does
+            self.handleError(record)
