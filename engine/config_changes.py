@@ -11,6 +11,11 @@ checkpoint (the optimizer's weight decay and momentum live in its restored state
 is refused, naming each key, before anything is restored. Meters and the test batch
 size may change only at a phase boundary. Keys that one of the two configs does not
 have (a newer or older hookbus) are left out of the comparison.
+
+Two more checks compare the checkpoint with the run rather than key by key: a run
+cannot train fewer epochs than its checkpoint has done (:func:`check_epochs`), and it
+goes on with the number of processes its checkpoint was trained with
+(:func:`check_world_size`).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ SAFE: tuple[str, ...] = (
     "checkpoint.",
     "hooks.",
     "machine.",
+    "distributed.nproc_per_node",
     "distributed.backend",
     "distributed.find_unused_parameters",
     "distributed.timeout_seconds",
@@ -89,3 +95,42 @@ def config_changes(
             "another checkpoint.dir (or with checkpoint.auto_resume=false)"
         )
     return [f"{key}: {before[key]!r} -> {after[key]!r}" for key in changed]
+
+
+def check_epochs(checkpoint: dict[str, Any], cfg: Config, source: str) -> None:
+    """Refuse, with a :class:`ConfigError`, an ``optimizer.num_epochs`` below the epochs
+    ``checkpoint`` has trained (the epoch it stopped inside counts): the run cannot undo
+    them, and would go on from a phase its plan does not have."""
+    done = checkpoint["train_phase_idx"] + 1
+    wanted = cfg.optimizer.num_epochs
+    if done > wanted and not cfg.trainer.test_only:
+        raise ConfigError(
+            f"optimizer.num_epochs is {wanted}, but checkpoint {source} has trained {done} "
+            f"epochs: a resumed run cannot train fewer. Set optimizer.num_epochs to {done} "
+            "or more to go on from it, or train afresh in another checkpoint.dir"
+        )
+
+
+def saved_world_size(checkpoint: dict[str, Any]) -> int:
+    """The number of processes that trained ``checkpoint``: recorded in it, or, in a
+    checkpoint from before it was, its config's ``distributed.nproc_per_node``."""
+    if "world_size" in checkpoint:
+        return int(checkpoint["world_size"])
+    saved = (checkpoint.get("config") or {}).get("distributed", {})
+    return int(saved.get("nproc_per_node", 1))
+
+
+def check_world_size(checkpoint: dict[str, Any], world_size: int, source: str) -> None:
+    """Refuse, with a :class:`ConfigError`, to resume ``checkpoint`` with another number
+    of processes than trained it. ``world_size`` is the run's own (the process group's,
+    as torchrun, the local launcher or SLURM set it), not the config key that asked for
+    it. The global batch, each rank's share of the samples and the samples a checkpoint
+    taken inside a phase skips depend on it, so the run would not go on as it began."""
+    saved = saved_world_size(checkpoint)
+    if saved != world_size:
+        raise ConfigError(
+            f"checkpoint {source} was trained by {saved} process{'es' * (saved != 1)}, "
+            f"and this run has {world_size}: a resumed run keeps its number of processes. "
+            f"Run it with {saved} in all (distributed.nproc_per_node={saved}, or as many "
+            "torchrun ranks), or train afresh in another checkpoint.dir"
+        )

@@ -12,7 +12,7 @@ import torch
 from ignite.engine import State
 
 from hookbus.engine.checkpoint_io import FORMAT
-from hookbus.engine.config_changes import config_changes
+from hookbus.engine.config_changes import check_epochs, check_world_size, config_changes
 from hookbus.engine.errors import CheckpointError, ConfigError
 
 logger = logging.getLogger("hookbus")
@@ -44,6 +44,7 @@ def collect_training_state(state: State, *, phase_done: bool) -> dict[str, Any]:
         "hooks": {hook.name: hook.state_dict() for hook in state.hooks if hook.has_state()},
         "updates": state.updates,
         "stopped_by": state.stopped_by,
+        "world_size": state.world_size,
         "rng": _rng_states(),
         "config": state.cfg.model_dump(mode="json"),
     }
@@ -74,7 +75,8 @@ def restore_training_state(state: State, checkpoint: dict[str, Any], source: str
     Returns where to continue. Raises :class:`ConfigError`, before restoring anything,
     when the config changed in a way a resumed run cannot take
     (:func:`hookbus.engine.config_changes.config_changes`, which also logs the changes
-    it applies) or the checkpoint's phase is of another kind than the plan's phase of
+    it applies), asks for fewer epochs than the checkpoint has trained, runs on another
+    number of processes, or the checkpoint's phase is of another kind than the plan's phase of
     that index, and :class:`CheckpointError` when the weights do not fit the model.
     """
     phase_idx = checkpoint["phase_idx"]
@@ -82,6 +84,8 @@ def restore_training_state(state: State, checkpoint: dict[str, Any], source: str
     changes = config_changes(
         checkpoint.get("config"), state.cfg, mid_phase=mid_phase, source=source
     )
+    check_epochs(checkpoint, state.cfg, source)
+    check_world_size(checkpoint, state.world_size, source)
     if changes:
         logger.info("resuming with config changes: %s", "; ".join(changes))
     _check_phase_kind(state, checkpoint, source)
