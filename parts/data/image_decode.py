@@ -8,12 +8,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 from torch import Tensor
 from torchvision.io import ImageReadMode
 
 from hookbus.engine.bounded_files import MAX_IMAGE_BYTES, read_bounded
 from hookbus.engine.errors import DataError
+from hookbus.parts.data.image_folder import NOT_AN_IMAGE
 
 JPEG_REDUCTIONS = (8, 4, 2)
 """Sizes a JPEG decoder divides an image by in its DCT stage (Pillow's draft mode)."""
@@ -116,6 +117,8 @@ class SourceImage:
             assert self._data is not None
             try:
                 self._pil = Image.open(io.BytesIO(self._data))
+            except UnidentifiedImageError:  # its message names a BytesIO, not the file
+                raise DataError(f"cannot read image {self.where}: {NOT_AN_IMAGE}") from None
             except (OSError, ValueError, Image.DecompressionBombError) as exc:
                 raise DataError(f"cannot read image {self.where}: {exc}") from None
         return self._pil

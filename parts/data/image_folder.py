@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 from torch import Tensor
 from torch.utils.data import Dataset
 
@@ -30,13 +31,46 @@ UNLABELLED = -1
 """The label of the images of a flat folder."""
 
 
-def _image_files(folder: Path) -> list[Path]:
-    """Image files under ``folder`` (recursively), sorted."""
-    return sorted(
-        path
-        for path in folder.rglob("*")
-        if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS
-    )
+NOT_AN_IMAGE = "not an image file Pillow can identify"
+"""What a file Pillow finds no image format in is, in the error naming it."""
+
+
+def _entries(folder: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``folder``, sorted by name; DataError naming a folder that cannot
+    be listed (no permission, gone), which is never taken for an empty one."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(entries, key=lambda entry: entry.name)
+    except OSError as exc:
+        raise DataError(f"cannot list image folder {folder}: {exc.strerror or exc}") from None
+
+
+def _image_files(folder: Path, seen: set[str] | None = None) -> list[Path]:
+    """Image files under ``folder`` (recursively, symbolic links followed), sorted.
+
+    A file named like an image that is not one hookbus can read is an error naming it,
+    never left out: a broken symbolic link, a FIFO, a device. So is a folder that
+    cannot be listed, or one reached twice (a symbolic link loop).
+    """
+    seen = set() if seen is None else seen
+    real = os.path.realpath(folder)
+    if real in seen:
+        raise DataError(f"image folder {folder} is reached twice (a symbolic link loop?)")
+    seen.add(real)
+    files: list[Path] = []
+    for entry in _entries(folder):
+        path = Path(entry.path)
+        if entry.is_dir():
+            files += _image_files(path, seen)
+        elif path.suffix.lower() not in IMAGE_EXTENSIONS:
+            continue
+        elif entry.is_file():
+            files.append(path)
+        elif entry.is_symlink() and not path.exists():
+            raise DataError(f"image {path} is a broken symbolic link (to {os.readlink(path)})")
+        else:
+            raise DataError(f"image {path} is not a regular file: hookbus reads only those")
+    return files
 
 
 class ImageFolderDataset(Dataset):
@@ -57,8 +91,13 @@ class ImageFolderDataset(Dataset):
         root = Path(root)
         if not root.is_dir():
             raise DataError(f"image folder not found: {root}")
-        folders = sorted(path for path in root.iterdir() if path.is_dir())
-        loose = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS]
+        entries = _entries(root)
+        folders = [Path(entry.path) for entry in entries if entry.is_dir()]
+        loose = [
+            Path(entry.path)
+            for entry in entries
+            if not entry.is_dir() and Path(entry.name).suffix.lower() in IMAGE_EXTENSIONS
+        ]
         if folders and loose:
             raise DataError(
                 f"{root} holds both class folders and images ({loose[0].name}, ...): put every "
@@ -74,7 +113,13 @@ class ImageFolderDataset(Dataset):
                         f"({', '.join(self.classes)})"
                     )
                 label = self.classes.index(folder.name)
-                samples += [(path, label) for path in _image_files(folder)]
+                images = _image_files(folder)
+                if not images:
+                    raise DataError(
+                        f"class folder {folder} holds no images (extensions: "
+                        f"{', '.join(IMAGE_EXTENSIONS)}): remove it, or add its images"
+                    )
+                samples += [(path, label) for path in images]
         else:
             self.classes = []
             samples = [(path, UNLABELLED) for path in _image_files(root)]
@@ -99,5 +144,7 @@ def read_image(path: Path) -> Tensor:
     try:
         with Image.open(path) as image:
             return pil_to_tensor(image.convert("RGB"))
-    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+    except UnidentifiedImageError:
+        raise DataError(f"cannot read image {path}: {NOT_AN_IMAGE}") from None
+    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
         raise DataError(f"cannot read image {path}: {exc}") from None
