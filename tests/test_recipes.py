@@ -172,9 +172,14 @@ def test_the_mae_vit_b16_recipe_trains_a_step_on_generated_224_px_images(tmp_pat
 
 
 @pytest.mark.parametrize(
-    "recipe", ["linear_eval_imagefolder_resnet50", "linear_eval_imagefolder_resnet18_small"]
+    "recipe",
+    [
+        "linear_eval_imagefolder_resnet50",
+        "linear_eval_imagefolder_resnet18_small",
+        "fine_tune_imagefolder_resnet50",
+    ],
 )
-def test_image_folder_linear_eval_recipes_follow_the_linear_protocol(recipe: str) -> None:
+def test_image_folder_evaluation_recipes_follow_the_papers_protocol(recipe: str) -> None:
     cfg = load_config(CONFIGS / f"{recipe}.yaml")
     data, optimizer = cfg.data, cfg.optimizer
     assert (optimizer.name, optimizer.momentum, optimizer.weight_decay) == ("sgd", 0.9, 0.0)
@@ -184,7 +189,8 @@ def test_image_folder_linear_eval_recipes_follow_the_linear_protocol(recipe: str
     assert data.torchvision.flip_prob == 0.5
     augment = data.torchvision
     assert augment.color_jitter_prob == augment.grayscale_prob == augment.blur_prob == 0.0
-    assert cfg.model.linear_eval.enabled and cfg.model.linear_eval.feature_norm
+    frozen = recipe.startswith("linear_eval")
+    assert cfg.model.linear_eval.enabled == frozen != cfg.model.fine_tune.enabled
 
 
 @pytest.mark.parametrize("recipe", sorted(path.stem for path in CONFIGS.glob("*imagefolder*.yaml")))
