@@ -78,6 +78,10 @@ class BusEngine(Engine):
     state: RunState
     """The run state: ignite's ``State`` with hookbus's fields (:class:`RunState`)."""
 
+    runs_phases = True
+    """The trainer's engine (or a :class:`hookbus.FakeEngine`): the trainer sets the
+    run-state fields hooks read (``Hook.run_fields``), so attaching checks none."""
+
     def __init__(self, process_function: Callable[[Engine, Any], Any]) -> None:
         self._dispatch: dict[int, tuple[Handler, ...]] = {}
         self._entries: dict[int, tuple[Any, ...]] = {}
@@ -385,10 +389,14 @@ def prepare_engine(engine: Engine) -> Engine:
 
     Registers the SSL events (with the counters their filters read) and puts a
     :class:`RunState` in place of ``engine.state``, keeping ignite's fields
-    (``iteration``, ``epoch``, ``metrics``...) as they were. Hooks attached afterwards
-    run in priority order among the engine's handlers; firing the SSL events is up to
-    the engine's process function (as the standard train step does). Calling it twice
-    changes nothing.
+    (``iteration``, ``epoch``, ``metrics``...) as they were. A filter on an SSL event
+    (``SSLEvents.ON_STEP(every=2)``) counts that event's firings through
+    ``engine.fire_event`` (``state.ssl_firings``), whatever counters the process
+    function keeps. A hook that needs fields only the trainer sets (``run_dir``,
+    ``phases``...: ``Hook.run_fields``) refuses to attach until they are set. Hooks
+    attached afterwards run in priority order among the engine's handlers; firing the
+    SSL events is up to the engine's process function (as the standard train step
+    does). Calling it twice changes nothing.
 
     Example::
 
@@ -405,4 +413,21 @@ def prepare_engine(engine: Engine) -> Engine:
         for key in IGNITE_STATE_KEYS:
             if hasattr(old, key):
                 setattr(engine.state, key, getattr(old, key))
+    if not isinstance(engine, BusEngine) and engine.state.ssl_firings is None:
+        engine.state.ssl_firings = dict.fromkeys(SSLEvents, 0)
+        engine.fire_event = _counting(engine.fire_event, engine)  # type: ignore[method-assign]
     return engine
+
+
+def _counting(fire_event: Callable[[Any], None], engine: Engine) -> Callable[[Any], None]:
+    """``fire_event`` that first counts each SSL event in ``state.ssl_firings``: what
+    filters on SSL events read on a prepared engine, whose process function need not
+    advance the trainer's counters."""
+
+    def fire(event_name: Any) -> None:
+        firings = getattr(engine.state, "ssl_firings", None)
+        if firings is not None and event_name in firings:
+            firings[event_name] += 1
+        fire_event(event_name)
+
+    return fire

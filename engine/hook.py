@@ -49,6 +49,11 @@ class Hook:
     priority: ClassVar[int] = Priority.NORMAL
     """Order among the handlers of one event: lower runs first (see :class:`Priority`)."""
 
+    run_fields: ClassVar[tuple[str, ...]] = ()
+    """Run-state fields that the trainer sets and this hook needs: on an engine that is
+    not the trainer's (:func:`hookbus.prepare_engine`), :meth:`attach` refuses while one
+    of them is still empty, naming them."""
+
     def __init__(self, *, name: str | None = None, priority: int | None = None) -> None:
         self.name: str = name or default_name(type(self))
         if priority is not None:
@@ -79,6 +84,7 @@ class Hook:
                 "SSL events or no hookbus run state; call hookbus.prepare_engine(engine) "
                 "first (or use trainer.engine / hookbus.FakeEngine)"
             )
+        _check_run_fields(self, engine)
         for event in self.subscribed_events():
             handler = getattr(self, event.value)
             registration = add_handler(
@@ -132,6 +138,20 @@ class Hook:
     def on_phase_end(self, engine: Engine) -> None: ...
     def on_end(self, engine: Engine) -> None: ...
     def on_exception(self, engine: Engine) -> None: ...
+
+
+def _check_run_fields(hook: Hook, engine: Engine) -> None:
+    """Refuse ``hook`` on a prepared plain engine whose run state lacks its fields."""
+    if getattr(engine, "runs_phases", False):
+        return
+    missing = [name for name in hook.run_fields if not getattr(engine.state, name, None)]
+    if missing:
+        raise ValueError(
+            f"hook {hook.name!r} needs the run-state field(s) {', '.join(missing)}, which "
+            "hookbus's trainer sets and this engine's state lacks: set them on "
+            "engine.state before attaching (see docs/reference/run-state.md), or attach "
+            "the hook to trainer.engine"
+        )
 
 
 def rank_zero_only(method: Callable[[H, Engine], None]) -> Callable[[H, Engine], None]:

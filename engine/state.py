@@ -231,6 +231,18 @@ class RunState(RunFields, State):
         RunFields.__init__(self, **values)
         self._phase_loss_of: tuple[Any, int] = (None, 0)
         self._phase_loss: float | None = None
+        self.ssl_firings: dict[Any, int] | None = None
+        """On an engine made ready by ``prepare_engine``: how often each SSL event fired,
+        the value its filters read; None on the trainer's engine, whose counters are
+        that value (``EVENT_COUNTERS``)."""
+
+    def get_event_attrib_value(self, event_name: Any) -> int:
+        """The count a filter on ``event_name`` reads (ignite's; the firings of an SSL
+        event on a prepared plain engine)."""
+        firings = self.ssl_firings
+        if firings is not None and event_name in firings:
+            return firings[event_name]
+        return State.get_event_attrib_value(self, event_name)
 
     @property
     def phase_loss(self) -> float | None:

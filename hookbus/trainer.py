@@ -16,6 +16,7 @@ from torch.utils.data import Dataset
 from hookbus.console import console_unless_configured
 from hookbus.engine import distributed
 from hookbus.engine.bus import BusEngine
+from hookbus.engine.checkpoint_contents import contents_check
 from hookbus.engine.checkpoint_io import (
     newest_valid_checkpoint,
     remove_stale_temporaries,
@@ -79,10 +80,11 @@ class SSLTrainer:
             list means exactly those.
         backbone: a module mapping images ``[B, C, H, W]`` to features ``[B, D]``, in
             place of ``model.backbone.name`` (``D`` from its ``out_dim`` or one forward
-            pass; ``model.head.dims[0]`` must equal it).
-        train_data, test_data: map-style data sets of ``(image, label)`` items (a tensor
-            ``[C, H, W]`` or a PIL image), in place of ``data.name``; the train data is
-            also the test data when only it is given.
+            pass; ``model.head.dims[0]`` is ``backbone`` or equals it).
+        train_data: a map-style data set of ``(image, label)`` items (a tensor
+            ``[C, H, W]`` or a PIL image), in place of ``data.name``.
+        test_data: the same for the test phases; without it, the train data is also
+            the test data.
         optimizer: a factory called with the model to train that returns its optimizer,
             in place of ``optimizer.name``; the config's learning-rate schedule sets
             its groups' learning rate every step.
@@ -312,7 +314,13 @@ class SSLTrainer:
         (``Checkpoint.load_objects({"trainer": engine, ...})``, ``engine.load_state_dict``)
         that are not where hookbus's own resume puts the run."""
         loaded = self.engine.take_loaded_counters()
-        if loaded is None or loaded == self._resume_iteration:
+        state = self.state
+        if loaded is None:
+            return
+        if loaded == self._resume_iteration:  # the plan's sizes, not the loaded ones
+            state.max_epochs = state.train_phase_count
+            state.epoch_length = len(state.data_loaders["train"])
+            state.max_iters = None
             return
         where = (
             f"the checkpoint {self.state.resumed_from} at iteration {self._resume_iteration}"
@@ -387,7 +395,11 @@ class SSLTrainer:
         if state.rank == 0:
             for stale in remove_stale_temporaries(state.run_dir):
                 logger.warning("removed %s, left by an interrupted write", stale)
-        found = newest_valid_checkpoint(state.run_dir) if self.cfg.checkpoint.auto_resume else None
+        found = (
+            newest_valid_checkpoint(state.run_dir, check=contents_check(state))
+            if self.cfg.checkpoint.auto_resume
+            else None
+        )
         if found is None:
             return ResumePoint(0)
         path, checkpoint = found

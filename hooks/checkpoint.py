@@ -63,6 +63,7 @@ class CheckpointHook(Hook):
     """
 
     priority = Priority.LAST
+    run_fields = ("phases", "cfg", "base_model", "optimizer", "loss_fn")
 
     def __init__(
         self,

@@ -83,6 +83,7 @@ class LogHook(Hook):
     """
 
     priority = Priority.REPORT
+    run_fields = ("run_dir", "phases")
 
     def __init__(self, log_frequency: int) -> None:
         if log_frequency < 1:
