@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hookbus.engine.bounded_files import check_regular
 from hookbus.engine.checkpoint_io import FORMAT, load_verified_checkpoint, newest_valid_checkpoint
 from hookbus.engine.config import Config
 from hookbus.engine.config_io import load_config, validate_config
@@ -87,9 +88,11 @@ def load_encoder(source: str | Path, recipe: str | Path | None = None) -> Encode
 
 
 def _load(path: Path) -> dict[str, Any]:
-    """The dict in the file ``path``: a checkpoint or a state dict of tensors."""
+    """The dict in the file ``path`` (a regular file; its tensors mapped, not read): a
+    checkpoint or a state dict of tensors."""
+    check_regular(path, "embedding source", error=CheckpointError)
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
+        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:
         raise CheckpointError(f"cannot load {path}: {' '.join(str(exc).split()[:30])}") from None
     is_checkpoint = isinstance(loaded, dict) and loaded.get("format") == FORMAT

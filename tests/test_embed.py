@@ -218,6 +218,16 @@ def _digits_checkpoint(tmp_path: Path) -> Path:
     return write_run(tmp_path / "tiny", cfg, build_model(cfg))
 
 
+def _other_recipe(tmp_path: Path) -> Path:
+    """A recipe whose small CNN is twice as wide as the exported one."""
+    cfg = photo_config(tmp_path / "other")
+    backbone = cfg.model.backbone.model_copy(update={"width": 8})
+    cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"backbone": backbone})})
+    path = tmp_path / "other.yaml"
+    path.write_text(config_to_yaml(cfg))
+    return path
+
+
 ERRORS = {
     "missing source": (
         lambda tmp, run, photos: [str(tmp / "nope.torch"), str(photos)],
@@ -231,6 +241,16 @@ ERRORS = {
     "export without recipe": (
         lambda tmp, run, photos: [str(run.parent.parent / "backbone.pth"), str(photos)],
         "is an exported backbone, which does not say how it was built",
+    ),
+    "export with another recipe": (
+        lambda tmp, run, photos: [
+            str(run.parent.parent / "backbone.pth"),
+            str(photos),
+            "--recipe",
+            str(_other_recipe(tmp)),
+        ],
+        "do not fit backbone small_cnn: Error(s) in loading state_dict for SmallCNN: size "
+        "mismatch for layers.0.weight",
     ),
     "checkpoint with recipe": (
         lambda tmp, run, photos: [str(run), str(photos), "--recipe", "simclr_digits"],
