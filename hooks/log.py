@@ -61,7 +61,8 @@ class LogHook(Hook):
     ``on_phase_end``    ``phase_loss``, ``batches``,         the phase's data-wait share, mean
                         ``data_wait_fraction``, ``metrics``  loss and metrics
     ``on_end``          ``iteration``                        the end; closes ``log.txt``
-    ``on_exception``    ``exception``                        the error; closes ``log.txt``
+    ``on_exception``    ``exception``                        the error (once ``on_start`` ran);
+                                                             closes ``log.txt``
     ==================  ===================================  ==================================
 
     Writes nothing to the run state. ``log.txt`` is opened in append mode, so a resumed
@@ -155,10 +156,16 @@ class LogHook(Hook):
 
     def on_exception(self, engine: Engine) -> None:
         state = engine.state
-        if self.is_rank_zero(engine):
+        # an error before on_start (a refused resume) is the caller's to report
+        if self.is_rank_zero(engine) and self._file_handler is not None:
+            where = (
+                f"in {phase_label(state.phase_idx, len(state.phases))}"
+                if state.phase_idx >= 0
+                else "before its first phase"
+            )
             logger.error(
-                "run stopped in %s at train iteration %d: %r",
-                phase_label(state.phase_idx, len(state.phases)),
+                "run stopped %s at train iteration %d: %r",
+                where,
                 state.iteration,
                 state.exception,
             )
