@@ -77,7 +77,8 @@ def test_the_command_refuses_fewer_epochs_in_one_line_with_status_2(
     log = (run / "log.txt").read_text()
     capsys.readouterr()
     assert main(["train", recipe, *overrides, "optimizer.num_epochs=1", "-q"]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert out == ""  # no "run stopped" line: the run never started
     assert err.count("\n") == 1
     assert err.startswith("hookbus train: error: optimizer.num_epochs is 1, but checkpoint ")
     assert "has trained 2 epochs" in err
