@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # .venv takes about 6 GB: the pinned torch is a CUDA build (it runs on the CPU too).
 VENV_KB := 6500000
 
-.PHONY: demo test lint format clean docs docs-reference
+.PHONY: demo test lint format clean docs docs-reference doc-blocks
 
 # Each step leaves its stamp only when it succeeded, so a failed install (a full disk,
 # say) is retried by the next make instead of leaving a venv without torch.
@@ -47,6 +47,11 @@ clean:
 # The docs site, into site/; --strict fails on a broken link, anchor or snippet.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# Every code block of README.md and docs/, run as written in a fresh copy of the tree
+# (trainings included: about 20 minutes on 2 idle cores); see tests/doc_blocks.py.
+doc-blocks: $(STAMP)
+	$(BIN)/python -m tests.doc_blocks
 
 # The reference pages generated from the code (config, events, hooks, run state).
 docs-reference: $(STAMP)

@@ -59,7 +59,9 @@ class CheckpointHook(Hook):
 
     Example::
 
-        CheckpointHook(Path("runs/x"), phase_frequency=1, iter_frequency=500).attach(engine)
+        from pathlib import Path
+
+        CheckpointHook(Path("runs/x"), phase_frequency=1, iter_frequency=500).attach(trainer.engine)
     """
 
     priority = Priority.LAST

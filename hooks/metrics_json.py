@@ -54,7 +54,7 @@ class MetricsJsonHook(Hook):
     Example::
 
         MetricsJsonHook().attach(trainer.engine)
-        rows = [json.loads(line) for line in open(run_dir / "metrics.json")]
+        # after train(): [json.loads(line) for line in open(run_dir / "metrics.json")]
     """
 
     priority = Priority.REPORT

@@ -58,6 +58,8 @@ class ProgressBarHook(Hook):
 
     Example::
 
+        import io
+
         ProgressBarHook(postfix_frequency=10).attach(trainer.engine)
         ProgressBarHook(enabled=True, file=io.StringIO())  # in tests
     """

@@ -61,7 +61,7 @@ class TimingHook(Hook):
 
         TimingHook().attach(trainer.engine)
         # later, in any hook: engine.state.eta_seconds, engine.state.data_wait_fraction
-        TimingHook(clock=fake_clock)  # in tests: a function returning seconds
+        TimingHook(clock=lambda: 0.0)  # in tests: any function returning seconds
     """
 
     priority = Priority.HIGH + 10

@@ -71,6 +71,16 @@ def hooks_markdown(classes: dict[str, type[Hook]] | None = None) -> str:
         "shows exactly what runs. A recipe adds any hook below by its name under",
         "`hooks.extra`.",
         "",
+        "Each example attaches its hook to the engine of a trainer made as below (the",
+        "examples run in one Python session, in page order: `make doc-blocks`):",
+        "",
+        "```python",
+        "from hookbus import SSLTrainer, load_config",
+        "",
+        'cfg = load_config("configs/simclr_digits.yaml", ["checkpoint.dir=runs/hooks_reference"])',
+        "trainer = SSLTrainer(cfg)",
+        "```",
+        "",
         "| hook | priority | events | default | summary |",
         "|---|---|---|---|---|",
     ]
@@ -90,6 +100,15 @@ def hooks_markdown(classes: dict[str, type[Hook]] | None = None) -> str:
             f"`{hook_class.__module__}.{hook_class.__qualname__}` · priority "
             f"{priority_label(hook_class.priority)} ({hook_class.priority})",
             "",
-            to_markdown(hook_class.__doc__),
+            _with_import(to_markdown(hook_class.__doc__), hook_class),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _with_import(markdown: str, hook_class: type[Hook]) -> str:
+    """``markdown`` with the import of ``hook_class`` opening its first Python example."""
+    name = hook_class.__qualname__
+    if "```python\n" not in markdown or f"import {name}" in markdown:
+        return markdown
+    line = f"from {hook_class.__module__} import {name}"
+    return markdown.replace("```python\n", f"```python\n{line}\n\n", 1)
