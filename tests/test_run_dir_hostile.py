@@ -106,3 +106,17 @@ def test_the_command_refuses_in_one_line_and_writes_nothing(
     assert len(err) == 1
     assert err[0].startswith(f"hookbus {command}: error: {run_dir / name} is a ")
     assert sorted(os.listdir(run_dir)) == [name]
+
+
+def test_the_hostile_campaign_runs_its_torch_free_cases_cleanly(tmp_path: Path) -> None:
+    """A fast subset of benchmarks/hostile_inputs.py: the cases the command line settles
+    before it loads torch (a malformed launch variable, a full standard output)."""
+    from benchmarks import hostile_inputs
+
+    picked = {"WORLD_SIZE=abc", "LOCAL_RANK=x", "hookbus recipes > /dev/full"}
+    cases = [case for case in hostile_inputs.CASES if case.name in picked]
+    assert len(cases) == len(picked)
+    for index, case in enumerate(cases):
+        outcome = hostile_inputs.run_case(case, tmp_path / f"case{index}", timeout=120)
+        assert outcome.clean(case), f"{case.name}: {outcome}"
+        assert not outcome.wrote
