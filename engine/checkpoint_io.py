@@ -18,6 +18,7 @@ import io
 import logging
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -203,13 +204,17 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     return stale
 
 
-def newest_valid_checkpoint(directory: Path) -> tuple[Path, dict[str, Any]] | None:
+def newest_valid_checkpoint(
+    directory: Path, check: Callable[[Path, dict[str, Any]], object] | None = None
+) -> tuple[Path, dict[str, Any]] | None:
     """The newest checkpoint in ``directory`` that loads and verifies, with its content.
 
     Candidates are the pointer's target, then the other checkpoint files, newest first.
-    Each one that fails (missing or wrong checksum, unreadable, not a checkpoint) is
-    skipped with a warning naming it and why. None when no checkpoint file exists;
-    CheckpointError when files exist but none is valid.
+    Each one that fails (missing or wrong checksum, unreadable, not a checkpoint, or
+    contents that ``check(path, checkpoint)`` refuses with a CheckpointError: see
+    :mod:`hookbus.engine.checkpoint_contents`) is skipped with a warning naming it and
+    why. None when no checkpoint file exists; CheckpointError when files exist but none
+    is valid.
     """
     pointer = directory / POINTER_NAME
     candidates = list(reversed(list_checkpoints(directory)))
@@ -230,7 +235,10 @@ def newest_valid_checkpoint(directory: Path) -> tuple[Path, dict[str, Any]] | No
     for path in candidates:
         try:
             verify_checksum(path)
-            return path, load_checkpoint(path)
+            checkpoint = load_checkpoint(path)
+            if check is not None:
+                check(path, checkpoint)
+            return path, checkpoint
         except CheckpointError as exc:
             logger.warning("skipping checkpoint %s: %s", path, exc)
             problems.append(str(exc))

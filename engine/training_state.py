@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from ignite.engine import State
 
+from hookbus.engine.checkpoint_contents import check_checkpoint_contents
 from hookbus.engine.checkpoint_io import FORMAT
-from hookbus.engine.config_changes import check_epochs, check_world_size, config_changes
-from hookbus.engine.errors import CheckpointError, ConfigError
+from hookbus.engine.errors import ConfigError
 
 logger = logging.getLogger("hookbus")
 
@@ -72,24 +72,21 @@ def restore_training_state(state: State, checkpoint: dict[str, Any], source: str
     Restores the weights, optimizer, scaler, loss, the hooks' states by name, the
     counters and the RNG states; for a checkpoint taken inside a phase, also the meters
     (by name, among ``state.meters``) and ``loss_sum``. Sets ``state.resumed_from``.
-    Returns where to continue. Raises :class:`ConfigError`, before restoring anything,
+    Returns where to continue. Raises, before restoring anything, :class:`ConfigError`
     when the config changed in a way a resumed run cannot take
-    (:func:`hookbus.engine.config_changes.config_changes`, which also logs the changes
-    it applies), asks for fewer epochs than the checkpoint has trained, runs on another
-    number of processes, or the checkpoint's phase is of another kind than the plan's phase of
-    that index, and :class:`CheckpointError` when the weights do not fit the model.
+    (:func:`hookbus.engine.config_changes.config_changes`; the changes it applies are
+    logged), asks for fewer epochs than the checkpoint has trained, runs on another
+    number of processes, or the checkpoint's phase is of another kind than the plan's
+    phase of that index, and :class:`CheckpointError` when any section does not fit the
+    run (:func:`hookbus.engine.checkpoint_contents.check_checkpoint_contents`: weights,
+    optimizer state, RNG and hook states, counters).
     """
     phase_idx = checkpoint["phase_idx"]
-    mid_phase = not checkpoint.get("phase_done", True)
-    changes = config_changes(
-        checkpoint.get("config"), state.cfg, mid_phase=mid_phase, source=source
-    )
-    check_epochs(checkpoint, state.cfg, source)
-    check_world_size(checkpoint, state.world_size, source)
+    changes = check_checkpoint_contents(state, checkpoint, source)
     if changes:
         logger.info("resuming with config changes: %s", "; ".join(changes))
     _check_phase_kind(state, checkpoint, source)
-    _load_model(state.base_model, checkpoint["model"], source)
+    state.base_model.load_state_dict(checkpoint["model"])
     state.optimizer.load_state_dict(checkpoint["optimizer"])
     if state.scaler is not None and checkpoint.get("scaler") is not None:
         state.scaler.load_state_dict(checkpoint["scaler"])
@@ -132,28 +129,6 @@ def _check_phase_kind(state: State, checkpoint: dict[str, Any], source: str) -> 
             f"config is a {planned} phase; was trainer.test_every_num_epochs or "
             "trainer.test_model changed?"
         )
-
-
-def _load_model(model: torch.nn.Module, weights: dict[str, Any], source: str) -> None:
-    own = model.state_dict()
-    missing = sorted(set(own) - set(weights))
-    unexpected = sorted(set(weights) - set(own))
-    mismatched = sorted(
-        key for key in set(own) & set(weights) if own[key].shape != weights[key].shape
-    )
-    if missing or unexpected or mismatched:
-        parts = []
-        if missing:
-            parts.append(f"missing keys {missing[:8]}")
-        if unexpected:
-            parts.append(f"unexpected keys {unexpected[:8]}")
-        if mismatched:
-            shapes = [
-                f"{k}: {tuple(weights[k].shape)} vs {tuple(own[k].shape)}" for k in mismatched
-            ]
-            parts.append(f"shape mismatch {shapes[:8]}")
-        raise CheckpointError(f"checkpoint {source} does not fit this model: " + "; ".join(parts))
-    model.load_state_dict(weights)
 
 
 def _rng_states() -> dict[str, Any]:

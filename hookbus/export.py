@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from hookbus.engine.checkpoint_contents import check_weights
 from hookbus.engine.checkpoint_io import load_verified_checkpoint
 from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import UserError
@@ -53,8 +54,12 @@ def export_backbone(
     check_destination(out, [checkpoint])
     saved = load_verified_checkpoint(checkpoint)
     cfg = validate_config(saved.get("config", {}), f"the config in {checkpoint}")
+    check_weights("model", saved["model"], None, str(checkpoint))
     weights = backbone_state_dict(saved["model"])
     backbone = cfg.model.backbone
+    if cfg.from_python.backbone is None:
+        expected = BACKBONES.get(backbone.name)(backbone).state_dict()
+        check_weights("model", weights, expected, str(checkpoint))
     if cfg.from_python.backbone is None and backbone.name in RESNET_NAMES:
         features = BACKBONES.get(backbone.name)(backbone).out_dim
         weights["fc.weight"] = torch.zeros(num_classes, features)
