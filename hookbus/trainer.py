@@ -223,6 +223,7 @@ class SSLTrainer:
             self._handle_exception(exc)
             raise
         finally:
+            self._end_sweep()
             self._release_data()
             self._start = None
             if self._lock is not None:
@@ -301,12 +302,9 @@ class SSLTrainer:
                 )
             engine.fire_event(Events.TERMINATE)
         state.times[Events.COMPLETED.name] = time.perf_counter() - started
-        try:
-            if engine.should_terminate != "skip_completed":
-                engine.fire_event(Events.COMPLETED)
-            engine.fire_event(SSLEvents.ON_END)
-        finally:
-            self._end_sweep()
+        if engine.should_terminate != "skip_completed":
+            engine.fire_event(Events.COMPLETED)
+        engine.fire_event(SSLEvents.ON_END)
         return state
 
     def _check_loaded_counters(self) -> None:

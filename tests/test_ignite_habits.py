@@ -464,3 +464,20 @@ def test_engine_logger_lines_reach_the_run_log(tmp_path: Path) -> None:
     log = (tmp_path / "run" / "log.txt").read_text()
     assert "my handler at 2" in log
     assert "Terminate signaled" in log  # ignite's own line through engine.logger
+
+
+def test_a_sweep_that_fails_puts_the_hooks_back(tmp_path: Path) -> None:
+    run = trainer(tmp_path / "run")
+    state = run.setup()
+    finder = FastaiLRFinder()
+
+    def fail(engine: Engine) -> None:
+        raise RuntimeError("sweep broke")
+
+    run.engine.add_event_handler(Events.ITERATION_COMPLETED(once=2), fail)
+    to_save = {"model": state.base_model, "optimizer": state.optimizer}
+    sweeping = finder.attach(run.engine, to_save=to_save, num_iter=4)
+    with pytest.raises(RuntimeError, match="sweep broke"), sweeping:
+        run.train()
+    names = run.hook_plan()["on_phase_end"]
+    assert "checkpoint" in names and "metrics_json" in names
