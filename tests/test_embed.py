@@ -360,3 +360,14 @@ def test_the_benchmark_measures_embed_beside_the_pipeline_and_a_hand_loop(
     table = capsys.readouterr().out
     assert "| hookbus embed |" in table and "| hand-written loop |" in table
     assert "embed / hand-written loop" in table and "embed / training pipeline" in table
+
+
+def test_the_command_counts_the_images_on_a_progress_bar_on_stderr(
+    run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images = [str(photos / "test" / "china" / f"00{index}.jpg") for index in range(3)]
+    out = tmp_path / "three.pt"
+    assert main(["embed", str(run), *images, "--out", str(out), "--num-workers", "0"]) == 0
+    captured = capsys.readouterr()
+    assert "embed: 100%" in captured.err and "3/3" in captured.err
+    assert captured.out.startswith(f"wrote {out}: 3 embeddings") and "images/s" in captured.out
