@@ -12,6 +12,7 @@ from ignite.engine import Engine
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
+from hookbus.engine.phases import phase_label
 from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
 
@@ -34,6 +35,7 @@ class _Step:
 
     loss: torch.Tensor
     phase_idx: int
+    phase_count: int
     phase_name: str
     train: bool
     step: int
@@ -41,7 +43,8 @@ class _Step:
     iteration: int
 
     def describe(self) -> str:
-        where = f"phase {self.phase_idx} ({self.phase_name}), step {self.step}/{self.phase_length}"
+        phase = phase_label(self.phase_idx, self.phase_count)
+        where = f"{phase} ({self.phase_name}), step {self.step}/{self.phase_length}"
         if self.train:
             return f"train iteration {self.iteration}, {where}"
         return f"{where}, after train iteration {self.iteration}"
@@ -159,7 +162,8 @@ class NanCheckHook(Hook):
         if state.train:
             self._check_tensors(
                 engine,
-                f"at the end of phase {state.phase_idx} ({state.phase_name}), "
+                f"at the end of {phase_label(state.phase_idx, len(state.phases))} "
+                f"({state.phase_name}), "
                 f"train iteration {state.iteration}",
             )
 
@@ -207,6 +211,7 @@ def _step_of(state: Any, loss: torch.Tensor) -> _Step:
     return _Step(
         loss=loss.detach(),
         phase_idx=state.phase_idx,
+        phase_count=len(state.phases),
         phase_name=state.phase_name,
         train=state.train,
         step=state.batches + 1,

@@ -50,7 +50,7 @@ def test_non_finite_loss_exits_1_naming_the_iteration(
     assert main(["train", RECIPE, f"checkpoint.dir={tmp_path}", *FAST, *poison, "-q"]) == 1
     # The default check runs at log steps: the phase end finds the bad step.
     assert one_line(capsys) == (
-        "hookbus train: error: loss is nan at train iteration 3, phase 0 (train), step 3/5"
+        "hookbus train: error: loss is nan at train iteration 3, phase 1/1 (train), step 3/5"
     )
     assert list_checkpoints(tmp_path) == []
 

@@ -5,10 +5,14 @@ import torch
 
 from hookbus import HOOKS, Config, FakeEngine, Priority, SSLEvents
 from hookbus.hooks.nan_check import DegenerateTrainingError, NanCheckHook, NonFiniteLossError
+from tests.hook_stubs import Phase
+
+PLAN = [Phase(train=True, length=50), Phase(train=False, length=5)] * 3
+"""Six phases: the messages count them from 1 (``phase_idx`` 2 is ``phase 3/6``)."""
 
 
 def train_engine(**fields: object) -> FakeEngine:
-    return FakeEngine(phase_idx=2, phase_name="train", phase_length=50, **fields)
+    return FakeEngine(phases=PLAN, phase_idx=2, phase_name="train", phase_length=50, **fields)
 
 
 def test_registered_with_priority() -> None:
@@ -39,13 +43,14 @@ def test_nan_loss_in_train_phase_names_iteration_phase_and_step() -> None:
     NanCheckHook().attach(engine)
     with pytest.raises(NonFiniteLossError) as error:
         engine.step(train=True)
-    assert str(error.value) == "loss is nan at train iteration 13, phase 2 (train), step 3/50"
+    assert str(error.value) == "loss is nan at train iteration 13, phase 3/6 (train), step 3/50"
     assert engine.state.iteration == 13  # the step is counted before it runs, as ignite does
 
 
 def test_infinite_loss_in_test_phase_names_last_train_iteration() -> None:
     engine = FakeEngine(
         loss=torch.tensor(float("inf")),
+        phases=PLAN,
         phase_idx=3,
         phase_name="test",
         phase_length=5,
@@ -55,7 +60,7 @@ def test_infinite_loss_in_test_phase_names_last_train_iteration() -> None:
     NanCheckHook().attach(engine)
     with pytest.raises(NonFiniteLossError) as error:
         engine.step(train=False)
-    assert str(error.value) == "loss is inf at phase 3 (test), step 2/5, after train iteration 12"
+    assert str(error.value) == "loss is inf at phase 4/6 (test), step 2/5, after train iteration 12"
 
 
 def test_finite_losses_pass() -> None:
@@ -74,7 +79,7 @@ def test_deferred_check_names_the_first_bad_step() -> None:
     engine.step(train=True)
     with pytest.raises(NonFiniteLossError) as error:
         engine.step(train=True)
-    assert str(error.value) == "loss is nan at train iteration 2, phase 2 (train), step 2/50"
+    assert str(error.value) == "loss is nan at train iteration 2, phase 3/6 (train), step 2/50"
 
 
 def test_deferred_check_runs_at_multiples_of_check_frequency() -> None:
@@ -85,11 +90,13 @@ def test_deferred_check_runs_at_multiples_of_check_frequency() -> None:
 
 
 def test_deferred_check_in_test_phase_runs_at_multiples_of_phase_steps() -> None:
-    engine = FakeEngine(loss=torch.tensor(float("nan")), phase_idx=1, phase_name="test")
+    engine = FakeEngine(
+        loss=torch.tensor(float("nan")), phases=PLAN, phase_idx=1, phase_name="test"
+    )
     engine.state.phase_length = 4
     NanCheckHook(check_frequency=2).attach(engine)
     engine.step(train=False)
-    with pytest.raises(NonFiniteLossError, match=r"at phase 1 \(test\), step 1/4"):
+    with pytest.raises(NonFiniteLossError, match=r"at phase 2/6 \(test\), step 1/4"):
         engine.step(train=False)
 
 
@@ -130,7 +137,7 @@ def test_a_diverged_finite_loss_stops_the_run() -> None:
         engine.step(train=True)
     assert not isinstance(error.value, NonFiniteLossError)
     assert str(error.value).startswith(
-        "loss is 4e+29 at train iteration 5, phase 2 (train), step 5/50, "
+        "loss is 4e+29 at train iteration 5, phase 3/6 (train), step 5/50, "
         "beyond hooks.nan_check.max_loss=1e+08"
     )
 
@@ -172,7 +179,7 @@ def test_infinite_optimizer_state_stops_the_run_at_the_train_phase_end() -> None
     with pytest.raises(DegenerateTrainingError) as error:
         engine.fire_event(SSLEvents.ON_PHASE_END)
     assert str(error.value) == (
-        "optimizer state 'exp_avg_sq' of 0.weight holds inf at the end of phase 2 (train), "
+        "optimizer state 'exp_avg_sq' of 0.weight holds inf at the end of phase 3/6 (train), "
         "train iteration 2"
     )
 
