@@ -35,7 +35,8 @@ def fine_tune_config(run_dir: Path, backbone: dict | None = None, **fine_tune: A
         "fine_tune": {"enabled": True, "num_classes": 4, **fine_tune},
     }
     optimizer = {"num_epochs": 2, "lr": 0.01}
-    return tiny_config(run_dir, model=model, optimizer=optimizer, **CLASSIFIER)
+    one_view = {"num_views": 1}  # the classifier reads one view
+    return tiny_config(run_dir, model=model, optimizer=optimizer, data=one_view, **CLASSIFIER)
 
 
 def vit_config(run_dir: Path, **fine_tune: Any):

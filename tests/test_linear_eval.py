@@ -16,6 +16,8 @@ from hookbus.parts.models import LinearEvalModel, SmallCNN
 from hookbus.parts.models.pretrained import read_backbone_weights
 from tests.conftest import tiny_config
 
+ONE_VIEW = {"num_views": 1}
+"""The tiny data with one view per image: the classifier reads one."""
 LINEAR = {
     "loss": {"name": "cross_entropy"},
     "meters": {"knn": {"k": 3}, "accuracy": {"enabled": True, "topk": [1, 2]}},
@@ -27,7 +29,8 @@ def linear_config(run_dir: Path, checkpoint: Path | None):
         "backbone": {"width": 4},
         "linear_eval": {"enabled": True, "num_classes": 4, "checkpoint": checkpoint},
     }
-    return tiny_config(run_dir, model=model, optimizer={"num_epochs": 2, "lr": 0.05}, **LINEAR)
+    optimizer = {"num_epochs": 2, "lr": 0.05}
+    return tiny_config(run_dir, model=model, optimizer=optimizer, data=ONE_VIEW, **LINEAR)
 
 
 @pytest.fixture(scope="module")

@@ -47,6 +47,7 @@ def test_built_from_its_section_and_bounded() -> None:
     raw = {
         "loss": {"name": "cross_entropy", "cross_entropy": {"label_smoothing": 0.1}},
         "model": {"linear_eval": {"enabled": True}},
+        "data": {"num_views": 1},
     }
     loss = build_loss(validate_config(raw, "test"))
     assert isinstance(loss, ClassificationLoss) and loss.label_smoothing == 0.1

@@ -150,7 +150,8 @@ def test_a_loss_from_python_or_an_evaluation_run_may_have_any_part() -> None:
     check_options_are_read(with_python(cfg, loss="my.Loss"))
     evaluation = {"linear_eval": {"enabled": True}, "prototypes": PARTS["prototypes"]}
     # Linear evaluation of an SSL recipe builds the backbone and a classifier only.
-    check_options_are_read(config(loss={"name": "cross_entropy"}, model=evaluation))
+    one_view = {"num_views": 1}
+    check_options_are_read(config(loss={"name": "cross_entropy"}, model=evaluation, data=one_view))
 
 
 @pytest.mark.parametrize(

@@ -203,6 +203,7 @@ def test_linear_evaluation_of_a_vit_checkpoint(tmp_path: Path) -> None:
             },
         },
         loss={"name": "cross_entropy"},
+        data={"num_views": 1},
     )
     state = SSLTrainer(linear, hooks=[]).train()
     assert torch.isfinite(state.loss)
