@@ -386,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows[case.kind][3] += 1
                 print(f"skipped: {case.kind}: {case.name}: {skip}")
                 continue
+            verdict = "clean" if outcome.clean(case) else "NOT CLEAN"
+            print(f"{case.kind}: {case.name}: {verdict} ({outcome.seconds:.1f} s)", flush=True)
             row = rows[case.kind]
             row[0] += 1
             row[1] += outcome.clean(case)
