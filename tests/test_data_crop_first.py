@@ -31,6 +31,7 @@ def folder_config(train: Path, **data: object):
         "image_size": 16,
         "batch_size": 4,
         "test_batch_size": 4,
+        "num_workers": 0,  # the tests watch calls made in this process
         "folder": {"train_dir": str(train)},
         **data,
     }
