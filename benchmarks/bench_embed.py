@@ -2,7 +2,7 @@
 the training pipeline's data rate on the same folder and a hand-written loop doing the
 embedding's work.
 
-    .venv/bin/python benchmarks/bench_embed.py                   # 500 JPEGs, workers 0 1 2
+    .venv/bin/python benchmarks/bench_embed.py                   # 500 JPEGs, workers 0 2
     .venv/bin/python benchmarks/bench_embed.py --backbone resnet18 --device cuda --workers 4 8
 
 The folder is :func:`tests.photos.make_photo_folder`'s: random crops of scikit-learn's
@@ -58,10 +58,12 @@ from tests.photos import make_photo_folder
 
 
 def bench_config(
-    folder: Path, backbone: str, image_size: int, pipeline: str, batch_size: int
+    folder: Path, backbone: str, image_size: int, pipeline: str, batch_size: int, width: int
 ) -> Config:
-    """A run on the image files under ``folder`` with ``backbone`` at ``image_size``."""
-    features = {"small_cnn": 128, "resnet18": 512, "resnet50": 2048}[backbone]
+    """A run on the image files under ``folder`` with ``backbone`` at ``image_size``
+    (``width``: the small CNN's)."""
+    features = {"small_cnn": 4 * width, "resnet18": 512, "resnet50": 2048}[backbone]
+    options = {"width": width} if backbone == "small_cnn" else {}
     return validate_config(
         {
             "data": {
@@ -74,7 +76,7 @@ def bench_config(
                 "folder": {"train_dir": str(folder)},
             },
             "model": {
-                "backbone": {"name": backbone, "in_channels": 3},
+                "backbone": {"name": backbone, "in_channels": 3, **options},
                 "head": {"dims": [features, 128, 64]},
             },
         },
@@ -152,14 +154,15 @@ def embed_contender(
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=500, help="JPEG files (a multiple of 4)")
-    parser.add_argument("--size", type=int, default=128, help="shorter side of each file")
-    parser.add_argument("--image-size", type=int, default=96, help="the encoder's input side")
+    parser.add_argument("--size", type=int, default=96, help="shorter side of each file")
+    parser.add_argument("--image-size", type=int, default=64, help="the encoder's input side")
     parser.add_argument(
         "--backbone", choices=("small_cnn", "resnet18", "resnet50"), default="small_cnn"
     )
+    parser.add_argument("--width", type=int, default=8, help="small_cnn: its width")
     parser.add_argument("--pipeline", choices=("crop_first", "torchvision"), default="crop_first")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
     parser.add_argument("--rounds", type=int, default=3)
@@ -178,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
             files = sorted(folder.rglob("*.jpg"))
             cfg = bench_config(
-                folder, args.backbone, args.image_size, args.pipeline, args.batch_size
+                folder, args.backbone, args.image_size, args.pipeline, args.batch_size, args.width
             )
             checkpoint = write_checkpoint(Path(scratch), cfg)
             contenders = {
@@ -194,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         torch.set_num_threads(threads)
     hand = median(rates["hand-written loop"])
+    backbone = args.backbone + (f" (width {args.width})" if args.backbone == "small_cnn" else "")
     rows = []
     for name in ("hookbus embed", "training pipeline"):
         rows.append([name, *(f"{median(rates[f'{name}|{w}']):.0f}" for w in args.workers)])
@@ -204,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows.append(["embed / training pipeline", *ratios])
     rows.append(["embed / hand-written loop", *(f"{e / hand:.2f}" for e in embed)])
     print(
-        f"\n{len(files)} JPEG files (shorter side {args.size}), {args.backbone} at "
+        f"\n{len(files)} JPEG files (shorter side {args.size}), {backbone} at "
         f"{args.image_size} px on {args.device}, batch {args.batch_size}, images/s (median of "
         f"{args.rounds}); training pipeline: {args.pipeline}, 2 views, no model\n{where}"
     )
