@@ -60,9 +60,10 @@ IGNITE_EVENTS: dict[Events, str] = {  # when each fires in a hookbus run
     Events.EPOCH_STARTED: "at each train phase, right after `on_phase_start`; "
     "`state.epoch` counts train phases from 1",
     Events.GET_BATCH_STARTED: "train phases: before a batch is fetched",
-    Events.GET_BATCH_COMPLETED: "train phases: after it is fetched; `state.batch` holds it",
+    Events.GET_BATCH_COMPLETED: "train phases: after it is fetched; `state.batch` holds it "
+    "(a handler may replace it: the step gets `state.batch`, as in ignite)",
     Events.ITERATION_STARTED: "train phases: before the train step; `state.iteration` "
-    "already counts it",
+    "already counts it; the step then gets `state.batch`",
     Events.ITERATION_COMPLETED: "train phases: after the step and its counters, right "
     "before `on_step`; `state.output` holds what the step returned (the loss)",
     Events.EPOCH_COMPLETED: "at the end of each train phase, inside `on_phase_end` right "
