@@ -694,7 +694,11 @@ class VicregConfig(Section):
         25.0, ge=0, le=10_000, description="lambda, the weight of the invariance (MSE) term"
     )
     std_coeff: float = Field(
-        25.0, ge=0, le=10_000, description="mu, the weight of the variance (std hinge) terms"
+        25.0,
+        ge=0,
+        le=10_000,
+        description="mu, the weight of the variance (std hinge) terms, averaged over the "
+        "two branches as in the authors' code",
     )
     cov_coeff: float = Field(
         1.0, ge=0, le=10_000, description="nu, the weight of the covariance terms"

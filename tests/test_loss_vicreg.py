@@ -1,6 +1,10 @@
-"""The VICReg loss against the paper's equations, written out element by element.
+"""The VICReg loss against the authors' released training code's form of the paper's
+terms, each term written out element by element:
 
-    ``loss = lambda * s(Z, Z') + mu * (v(Z) + v(Z')) + nu * (c(Z) + c(Z'))``
+    ``loss = lambda * s(Z, Z') + mu * (v(Z) + v(Z')) / 2 + nu * (c(Z) + c(Z'))``
+
+(the code averages the two branches' variance terms, where the paper's equation 6 sums
+them; the published weights 25 / 25 / 1 were tuned with the code).
 
 On two gloo ranks, each holding its shard of a fixed global batch, the loss and gradients
 are those of one process on the whole batch.
@@ -67,6 +71,16 @@ def covariance(view: torch.Tensor) -> torch.Tensor:
 
 
 def reference(first, second, sim=25.0, std=25.0, cov=1.0) -> torch.Tensor:
+    """The authors' code: the branches' variance terms averaged, covariance terms summed."""
+    return (
+        sim * invariance(first, second)
+        + std * (variance(first) + variance(second)) / 2
+        + cov * (covariance(first) + covariance(second))
+    )
+
+
+def paper_equation_6(first, second, sim=25.0, std=25.0, cov=1.0) -> torch.Tensor:
+    """The paper's equation 6: both branches' variance terms summed."""
     return (
         sim * invariance(first, second)
         + std * (variance(first) + variance(second))
@@ -74,14 +88,30 @@ def reference(first, second, sim=25.0, std=25.0, cov=1.0) -> torch.Tensor:
     )
 
 
-@pytest.mark.parametrize("coefficients", [(25.0, 25.0, 1.0), (1.0, 3.0, 0.5)])
-def test_two_views_match_the_paper(coefficients: tuple[float, float, float]) -> None:
+def scaled_views() -> list[torch.Tensor]:
     # Scaled down so that some dimensions have std < 1 (hinge active) and some not.
     first, second = tensors(2, rows=7, cols=4)
-    leaves = [(first * 0.6).detach().requires_grad_(), (second * 1.3).detach().requires_grad_()]
+    return [(first * 0.6).detach().requires_grad_(), (second * 1.3).detach().requires_grad_()]
+
+
+@pytest.mark.parametrize("coefficients", [(25.0, 25.0, 1.0), (1.0, 3.0, 0.5), (0.0, 1.0, 0.0)])
+def test_two_views_match_the_authors_code(coefficients: tuple[float, float, float]) -> None:
+    leaves = scaled_views()
     ours = VicregLoss(*coefficients)({"embeddings": leaves}, {})
     expected = reference(*leaves, *coefficients)
     assert_same_value_and_gradients(ours, expected, leaves)
+
+
+@pytest.mark.parametrize("std_coeff", [50.0, 6.0])
+def test_twice_the_std_coeff_gives_the_papers_equation(std_coeff: float) -> None:
+    leaves = scaled_views()
+    assert all(float(variance(leaf.detach())) > 0 for leaf in leaves)
+    ours = VicregLoss(25.0, std_coeff, 1.0)({"embeddings": leaves}, {})
+    expected = paper_equation_6(*leaves, 25.0, std_coeff / 2, 1.0)
+    assert_same_value_and_gradients(ours, expected, leaves)
+    assert float(ours.detach()) != pytest.approx(
+        float(paper_equation_6(*leaves, 25.0, std_coeff, 1.0).detach())
+    )
 
 
 def test_the_hinge_is_active_on_some_dimensions_and_not_others() -> None:
@@ -89,7 +119,7 @@ def test_the_hinge_is_active_on_some_dimensions_and_not_others() -> None:
     # Column 0: std 0.1 (hinge 0.9); column 1: std > 1 (hinge 0).
     assert float(variance(view)) == pytest.approx((1 - (0.01 + 1e-4) ** 0.5) / 2)
     loss = VicregLoss(0.0, 1.0, 0.0)({"embeddings": [view, view]}, {})
-    assert float(loss) == pytest.approx(2 * float(variance(view)))
+    assert float(loss) == pytest.approx(float(variance(view)))
 
 
 def test_three_views_average_the_pairs() -> None:

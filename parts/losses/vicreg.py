@@ -16,8 +16,8 @@ class VicregLoss(nn.Module):
     """VICReg on ``output["embeddings"]`` (the expander's output, per view ``[B, D]``).
 
     For two views ``z_a``, ``z_b`` the loss is
-    ``sim_coeff * s + std_coeff * (v(z_a) + v(z_b)) + cov_coeff * (c(z_a) + c(z_b))``
-    (the paper's equation 6), where
+    ``sim_coeff * s + std_coeff * (v(z_a) + v(z_b)) / 2 + cov_coeff * (c(z_a) + c(z_b))``
+    (the authors' released code), where
 
     - ``s`` (invariance) is the mean squared difference of ``z_a`` and ``z_b`` over the
       batch and the dimensions;
@@ -31,11 +31,12 @@ class VicregLoss(nn.Module):
     term stays on the rank's own rows (the mean of the ranks' terms is the global one).
     With more than two views the loss is the mean of the two-view loss over all pairs
     of views; each view's variance and covariance terms are computed once, and enter
-    that mean with weight ``2 / views``. It runs in float32 with autocast off.
+    that mean with weight ``1 / views`` and ``2 / views``. It runs in float32 with
+    autocast off.
 
-    The terms follow the paper's equations (and its pseudo-code), in which both
-    branches' variance terms carry the full ``std_coeff``; the authors' released
-    training code halves them, which ``std_coeff=12.5`` reproduces.
+    The variance terms of the two branches are averaged, as in the authors' training
+    code, with which the published weights 25 / 25 / 1 were tuned; the paper's equation 6
+    sums them, which ``std_coeff=50`` reproduces.
     """
 
     def __init__(
@@ -69,10 +70,11 @@ class VicregLoss(nn.Module):
             gathered = [distributed.all_gather_cat_with_gradient(view) for view in local]
             variance = torch.stack([self._variance(view) for view in gathered])
             covariance = torch.stack([self._covariance(view) for view in gathered])
-        # Mean over pairs of (v_a + v_b) is twice the mean over views of v.
+        # Over pairs, the mean of (v_a + v_b) / 2 is the mean over views of v, and the
+        # mean of c_a + c_b is twice the mean over views of c.
         return (
             self.sim_coeff * invariance.mean()
-            + self.std_coeff * 2 * variance.mean()
+            + self.std_coeff * variance.mean()
             + self.cov_coeff * 2 * covariance.mean()
         )
 
