@@ -6,7 +6,8 @@ commands, ``python`` blocks Python; each page runs in a fresh copy of the workin
 the shell blocks in bash, the Python blocks in one interpreter, as a reader pastes them
 (a block that defines ``test_*`` functions is a test file: pytest runs it, with the
 page's earlier names importable). A ``console`` block's ``$`` lines are its commands and
-the lines below them the output they must print (``...`` stands for any lines).
+the lines below them the output they must print (a ``...`` line stands for any
+lines, a line ending in ``...`` for any line that starts so).
 ``yaml`` and ``json`` blocks must parse; ``text`` blocks (results, logs, layouts) are
 not run. A block that cannot run here says why, in an HTML comment on the line before
 it (a blank line between)::
@@ -190,16 +191,17 @@ def console_session(block: Block) -> list[tuple[str, list[str]]]:
 
 
 def output_matches(expected: list[str], actual: list[str]) -> bool:
-    """Whether ``actual`` is ``expected``, each ``...`` line standing for any lines."""
+    """Whether ``actual`` is ``expected``: a ``...`` line stands for any lines, a line
+    ending in ``...`` for any line that starts as it does."""
     if not expected:
         return not actual
     if expected[0].strip() == "...":
         return any(output_matches(expected[1:], actual[i:]) for i in range(len(actual) + 1))
-    return (
-        bool(actual)
-        and actual[0].rstrip() == expected[0].rstrip()
-        and (output_matches(expected[1:], actual[1:]))
-    )
+    if not actual:
+        return False
+    want, got = expected[0].rstrip(), actual[0].rstrip()
+    same = got.startswith(want[:-3]) if want.endswith("...") else got == want
+    return same and output_matches(expected[1:], actual[1:])
 
 
 TRAIN_COMMAND = re.compile(r"hookbus train\s+(\S+)((?:\s+(?!-)[^\s'&|;]+)*)")

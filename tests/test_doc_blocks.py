@@ -92,6 +92,8 @@ def test_console_output_matching() -> None:
     assert output_matches(["a", "..."], ["a"])
     assert not output_matches(["a", "d"], ["a", "b", "d"])
     assert not output_matches(["a"], ["a", "b"])
+    assert output_matches(["error: ..."], ["error: no such file"])
+    assert not output_matches(["error: ..."], ["warning: no such file"])
 
 
 def fast_command_lines() -> dict[tuple[str, ...], str]:
