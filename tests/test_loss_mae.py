@@ -101,12 +101,15 @@ def test_a_patch_predicted_as_its_normalised_pixels_costs_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("patches", "ratio", "kept"), [(16, 0.75, 4), (196, 0.75, 49), (10, 0.33, 7)]
+    ("patches", "ratio", "kept"),
+    [(16, 0.75, 4), (196, 0.75, 49), (196, 0.9, 19), (10, 0.33, 6), (16, 0.7, 4), (49, 0.45, 26)],
 )
-def test_masking_keeps_round_of_the_visible_fraction_per_sample(
+def test_masking_keeps_the_visible_fraction_rounded_down_per_sample(
     patches: int, ratio: float, kept: int
 ) -> None:
-    assert kept_patches(patches, ratio) == kept == round((1 - ratio) * patches)
+    # The authors' int((1 - r) * N); rounding to nearest would keep 20, 7, 5 and 27 of
+    # the last four.
+    assert kept_patches(patches, ratio) == kept == int((1 - ratio) * patches)
     torch.manual_seed(3)
     keep, mask, restore = random_masking(mask_noise(6, patches, "cpu"), kept)
     assert keep.shape == (6, kept)

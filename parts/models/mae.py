@@ -16,9 +16,10 @@ from hookbus.parts.models.vit import ViTBackbone, sincos_position_embedding
 
 def kept_patches(num_patches: int, mask_ratio: float) -> int:
     """How many of ``num_patches`` patches each image keeps visible:
-    ``round((1 - mask_ratio) * num_patches)``; ``ValueError`` unless at least one patch
-    is kept and one masked."""
-    keep = round((1 - mask_ratio) * num_patches)
+    ``int((1 - mask_ratio) * num_patches)``, rounded down in floating point as the
+    authors' code (196 patches at ratio 0.9 keep 19); ``ValueError`` unless at least one
+    patch is kept and one masked."""
+    keep = int((1 - mask_ratio) * num_patches)
     if not 0 < keep < num_patches:
         raise ValueError(
             f"loss.mae.mask_ratio {mask_ratio} keeps {keep} of the {num_patches} patches of "
@@ -126,7 +127,7 @@ class MaskedAutoencoder(nn.Module):
     """MAE as an SSL model: the ViT ``backbone`` (exported, evaluated) and a ``decoder``.
 
     ``forward(batch)`` with ``batch["views"]`` (exactly one view ``[B, C, H, W]``): each
-    image keeps ``round((1 - mask_ratio) * N)`` of its ``N`` patches, chosen by uniform
+    image keeps ``int((1 - mask_ratio) * N)`` of its ``N`` patches, chosen by uniform
     noise from torch's global generator (:func:`mask_noise`); the backbone encodes those
     only (:meth:`ViTBackbone.visible_tokens`) and the decoder predicts every patch. The
     output holds ``"reconstruction"`` ``[B, N, P]``, ``"target_patches"`` (the view's
