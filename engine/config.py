@@ -771,7 +771,20 @@ class OptimizerConfig(Section):
         1e-5,
         ge=0,
         le=10,
-        description="weight decay of weights and kernels (none on biases and norms)",
+        description="weight decay of weights and kernels (and of biases and norms unless "
+        "exclude_bias_and_norm_from_weight_decay)",
+    )
+    exclude_bias_and_norm_from_weight_decay: bool = Field(
+        True,
+        description="no weight decay (nor, with lars, trust ratio) on biases and "
+        "normalisation weights (DINO, MAE, LARS methods); false decays every parameter "
+        "(SimSiam's and MoCo v3's ViT code)",
+    )
+    fixed_lr_for: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="model parts (e.g. predictor) that keep optimizer.lr while the "
+        "schedule moves the rest (SimSiam's predictor)",
     )
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD and LARS momentum")
     betas: tuple[Decay, Decay] = Field(

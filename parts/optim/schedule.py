@@ -31,6 +31,8 @@ def learning_rate(cfg: OptimizerConfig, iteration: int, iterations_per_epoch: in
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Set the learning rate of every parameter group of ``optimizer``: ``lr`` times the
     group's ``lr_scale`` (1 when it has none; see
-    :func:`hookbus.parts.optim.parameter_groups`)."""
+    :func:`hookbus.parts.optim.parameter_groups`), or the group's ``fixed_lr`` where it
+    has one (the groups of ``optimizer.fixed_lr_for``)."""
     for group in optimizer.param_groups:
-        group["lr"] = lr * group.get("lr_scale", 1.0)
+        fixed = group.get("fixed_lr")
+        group["lr"] = fixed if fixed is not None else lr * group.get("lr_scale", 1.0)

@@ -1,0 +1,108 @@
+"""Settings of the papers' released code that the optimizer section expresses: weight
+decay on every parameter (SimSiam, MoCo v3's ViT) or on matrices and kernels only, and a
+model part that keeps its learning rate while the schedule moves the rest (SimSiam's
+predictor)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from pydantic import ValidationError
+from torch import nn
+
+from hookbus import Config
+from hookbus.parts.optim import LARS, build_optimizer, learning_rate, set_learning_rate
+from tests.tiny_data import tiny_recipe, train_tiny
+
+
+class TwoParts(nn.Module):
+    """A backbone (conv, BatchNorm) and a predictor (linear with bias)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4))
+        self.predictor = nn.Linear(4, 2)
+
+
+def optimizer(**section: object) -> torch.optim.Optimizer:
+    return build_optimizer(Config.model_validate({"optimizer": section}), TwoParts())
+
+
+def shapes(group: dict) -> list[tuple[int, ...]]:
+    return [tuple(p.shape) for p in group["params"]]
+
+
+@pytest.mark.parametrize("name", ["adamw", "sgd", "lars"])
+def test_every_parameter_is_decayed_when_biases_and_norms_are_not_excluded(name: str) -> None:
+    opt = optimizer(name=name, weight_decay=0.1, exclude_bias_and_norm_from_weight_decay=False)
+    (group,) = opt.param_groups
+    assert group["weight_decay"] == 0.1
+    assert shapes(group) == [(4, 1, 3, 3), (4,), (4,), (4,), (2, 4), (2,)]
+    if name == "lars":
+        assert isinstance(opt, LARS) and group["adapt"] is True
+
+
+@pytest.mark.parametrize("name", ["adamw", "sgd", "lars"])
+def test_biases_and_norms_are_excluded_by_default(name: str) -> None:
+    decayed, plain = optimizer(name=name, weight_decay=0.1).param_groups
+    assert (decayed["weight_decay"], plain["weight_decay"]) == (0.1, 0.0)
+    assert shapes(plain) == [(4,), (4,), (4,), (2,)]
+
+
+def test_a_fixed_lr_part_keeps_the_peak_rate_while_the_rest_follow_the_schedule() -> None:
+    cfg = Config.model_validate(
+        {
+            "optimizer": {
+                "name": "sgd",
+                "lr": 0.05,
+                "warmup_epochs": 1,
+                "num_epochs": 4,
+                "fixed_lr_for": ["predictor"],
+            }
+        }
+    )
+    opt = build_optimizer(cfg, TwoParts())
+    fixed = [group for group in opt.param_groups if "fixed_lr" in group]
+    moving = [group for group in opt.param_groups if "fixed_lr" not in group]
+    assert [shapes(group) for group in fixed] == [[(2, 4)], [(2,)]]
+    assert [group["weight_decay"] for group in fixed] == [cfg.optimizer.weight_decay, 0.0]
+    for iteration, expected in ((0, 0.005), (9, 0.05), (25, 0.025), (39, 0.0)):
+        set_learning_rate(opt, learning_rate(cfg.optimizer, iteration, 10))
+        assert [group["lr"] for group in moving] == pytest.approx([expected] * 2, abs=1e-3)
+        assert [group["lr"] for group in fixed] == [0.05, 0.05]
+
+
+def test_fixed_lr_groups_survive_a_checkpoint_round_trip() -> None:
+    opt = optimizer(name="adamw", lr=0.01, fixed_lr_for=["predictor"])
+    restored = optimizer(name="adamw", lr=0.01, fixed_lr_for=["predictor"])
+    set_learning_rate(opt, 0.003)
+    restored.load_state_dict(opt.state_dict())
+    assert [group.get("fixed_lr") for group in restored.param_groups] == [None, None, 0.01, 0.01]
+    assert [group["lr"] for group in restored.param_groups] == [0.003, 0.003, 0.01, 0.01]
+
+
+@pytest.mark.parametrize("part", ["predictr", "backbone.9", "head"])
+def test_a_fixed_lr_part_the_model_lacks_is_refused_naming_its_parts(part: str) -> None:
+    with pytest.raises(
+        ValueError, match=rf"'{part}' names no trainable parameter.*backbone, predictor"
+    ):
+        optimizer(fixed_lr_for=[part])
+
+
+@pytest.mark.parametrize("value", ["pred ictor", "1predictor", ""])
+def test_a_fixed_lr_part_that_is_not_a_module_path_is_a_config_error(value: str) -> None:
+    with pytest.raises(ValidationError, match="fixed_lr_for"):
+        Config.model_validate({"optimizer": {"fixed_lr_for": [value]}})
+
+
+def test_simsiam_trains_with_its_predictor_at_a_fixed_rate(tmp_path: Path) -> None:
+    cfg = tiny_recipe(
+        "simsiam_digits",
+        tmp_path / "run",
+        "optimizer.fixed_lr_for=[predictor]",
+        "optimizer.exclude_bias_and_norm_from_weight_decay=false",
+    )
+    assert cfg.optimizer.fixed_lr_for == ["predictor"]
+    train_tiny(cfg)
