@@ -14,7 +14,7 @@ from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import UserError
 from hookbus.output_paths import check_destination, write_output
 from hookbus.parts.models import BACKBONES
-from hookbus.parts.models.build import zero_classifier_weights
+from hookbus.parts.models.build import backbone_config, zero_classifier_weights
 from hookbus.parts.models.presets import RESNET_NAMES
 from hookbus.parts.models.pretrained import backbone_state_dict
 
@@ -56,12 +56,12 @@ def export_backbone(
     cfg = validate_config(saved.get("config", {}), f"the config in {checkpoint}")
     check_weights("model", saved["model"], None, str(checkpoint))
     weights = backbone_state_dict(saved["model"])
-    backbone = cfg.model.backbone
+    backbone = backbone_config(cfg)
     if cfg.from_python.backbone is None:
-        expected = BACKBONES.get(backbone.name)(backbone).state_dict()
-        check_weights("model", weights, expected, str(checkpoint))
+        built = BACKBONES.get(backbone.name)(backbone)
+        check_weights("model", weights, built.state_dict(), str(checkpoint))
     if cfg.from_python.backbone is None and backbone.name in RESNET_NAMES:
-        features = BACKBONES.get(backbone.name)(backbone).out_dim
+        features = built.out_dim
         weights["fc.weight"] = torch.zeros(num_classes, features)
         weights["fc.bias"] = torch.zeros(num_classes)
     elif cfg.from_python.backbone is None:
