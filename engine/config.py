@@ -435,9 +435,15 @@ class HeadConfig(Section):
         "learned scale and shift (NNCLR), no_affine without (SimSiam, MoCo v3); none: a "
         "plain Linear",
     )
+    hidden_bias: bool = Field(
+        True,
+        description="biases on the hidden layers; false: none (MoCo v3, SimSiam, NNCLR code)",
+    )
 
     @model_validator(mode="after")
     def _backbone_is_the_input(self) -> HeadConfig:
+        if not self.hidden_bias and len(self.dims) < 3:
+            raise ValueError(f"hidden_bias false needs a hidden layer; dims {self.dims} has none")
         if "backbone" in self.dims[1:]:
             raise ValueError(
                 "dims: backbone stands for the backbone's feature size, the head's input: "
@@ -459,11 +465,16 @@ class PredictorConfig(Section):
         description="BatchNorm after the last layer (then without bias), as "
         "model.head.output_batch_norm (MoCo v3's ViT predictor: no_affine)",
     )
+    hidden_bias: bool = Field(
+        True, description="biases on the hidden layers; false: none, as model.head.hidden_bias"
+    )
 
     @model_validator(mode="after")
     def _input_and_output(self) -> PredictorConfig:
         if len(self.dims) == 1:
             raise ValueError("dims needs an input and an output size, or nothing")
+        if not self.hidden_bias and len(self.dims) == 2:
+            raise ValueError(f"hidden_bias false needs a hidden layer; dims {self.dims} has none")
         unused = [] if self.dims else self.changed_keys()
         if unused:
             raise ValueError(

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from torch import nn
 
 from hookbus import Config
+from hookbus.parts.models import MLPHead, build_model
 from hookbus.parts.optim import LARS, build_optimizer, learning_rate, set_learning_rate
 from tests.tiny_data import tiny_recipe, train_tiny
 
@@ -106,3 +107,62 @@ def test_simsiam_trains_with_its_predictor_at_a_fixed_rate(tmp_path: Path) -> No
     )
     assert cfg.optimizer.fixed_lr_for == ["predictor"]
     train_tiny(cfg)
+
+
+def linears(head: nn.Module) -> list[bool]:
+    """Whether each Linear layer of ``head`` has a bias, in order."""
+    return [layer.bias is not None for layer in head.modules() if isinstance(layer, nn.Linear)]
+
+
+@pytest.mark.parametrize(
+    ("dims", "output_batch_norm", "expected"),
+    [
+        ([8, 6, 4], "none", [False, True]),
+        ([8, 6, 5, 4], "no_affine", [False, False, False]),
+        ([8, 6, 4], "affine", [False, False]),
+    ],
+)
+def test_hidden_layers_without_bias(
+    dims: list[int], output_batch_norm: str, expected: list[bool]
+) -> None:
+    head = MLPHead(dims, batch_norm=True, output_batch_norm=output_batch_norm, hidden_bias=False)
+    assert linears(head) == expected
+    assert not any(name.endswith("0.bias") for name, _ in head.named_parameters())
+
+
+def test_hidden_biases_are_kept_by_default() -> None:
+    assert linears(MLPHead([8, 6, 5, 4], batch_norm=True)) == [True, True, True]
+
+
+def test_an_mlp_without_a_hidden_layer_refuses_hidden_bias_false() -> None:
+    with pytest.raises(ValueError, match=r"needs a hidden layer, but the MLP \[8, 4\] has none"):
+        MLPHead([8, 4], batch_norm=True, hidden_bias=False)
+
+
+def test_the_head_and_predictor_sections_build_bias_free_hidden_layers() -> None:
+    cfg = Config.model_validate(
+        {
+            "model": {
+                "backbone": {"name": "small_cnn", "width": 2},
+                "head": {"dims": ["backbone", 8, 4], "hidden_bias": False},
+                "predictor": {"dims": [4, 6, 4], "hidden_bias": False},
+            },
+        }
+    )
+    model = build_model(cfg)
+    assert (linears(model.head), linears(model.predictor)) == ([False, True], [False, True])
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"head": {"dims": ["backbone", 8], "hidden_bias": False}}, "hidden_bias false needs"),
+        ({"predictor": {"dims": [64, 8], "hidden_bias": False}}, "hidden_bias false needs"),
+        ({"predictor": {"hidden_bias": False}}, "model.predictor.dims is empty"),
+    ],
+)
+def test_hidden_bias_false_without_a_hidden_layer_is_a_config_error(
+    section: dict, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        Config.model_validate({"model": section})

@@ -298,11 +298,17 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
             model_cfg.predictor.dims,
             model_cfg.predictor.batch_norm,
             model_cfg.predictor.output_batch_norm,
+            hidden_bias=model_cfg.predictor.hidden_bias,
         )
     prototypes = None
     if model_cfg.prototypes.count:
         prototypes = Prototypes(
             head_dims[-1], model_cfg.prototypes.count, model_cfg.prototypes.weight_norm
         )
-    head = MLPHead(head_dims, model_cfg.head.batch_norm, model_cfg.head.output_batch_norm)
+    head = MLPHead(
+        head_dims,
+        model_cfg.head.batch_norm,
+        model_cfg.head.output_batch_norm,
+        hidden_bias=model_cfg.head.hidden_bias,
+    )
     return SSLModel(backbone, head, predictor, prototypes)

@@ -22,10 +22,19 @@ class MLPHead(nn.Module):
     BatchNorm's mean removes it) is followed by a BatchNorm1d, with (``"affine"``) or
     without (``"no_affine"``) a learned scale and shift, and no ReLU. It serves as
     projection head (SimCLR, MoCo, BYOL, SwAV, DINO, Barlow Twins, MoCo v3, SimSiam,
-    NNCLR) and as prediction head (BYOL, MoCo v3, SimSiam, NNCLR)."""
+    NNCLR) and as prediction head (BYOL, MoCo v3, SimSiam, NNCLR).
+
+    With ``hidden_bias`` false the hidden Linear layers have no bias, as the MoCo v3,
+    SimSiam and VISSL NNCLR code (before a BatchNorm a bias changes nothing in the
+    forward pass, but it is a parameter the optimizer decays and checkpoints carry);
+    ``ValueError`` when there is no hidden layer for it to apply to."""
 
     def __init__(
-        self, dims: list[int], batch_norm: bool, output_batch_norm: OutputBatchNorm = "none"
+        self,
+        dims: list[int],
+        batch_norm: bool,
+        output_batch_norm: OutputBatchNorm = "none",
+        hidden_bias: bool = True,
     ) -> None:
         super().__init__()
         if len(dims) < 2:
@@ -34,11 +43,13 @@ class MLPHead(nn.Module):
             raise ValueError(
                 f"output_batch_norm must be none, affine or no_affine, got {output_batch_norm!r}"
             )
+        if not hidden_bias and len(dims) < 3:
+            raise ValueError(f"hidden_bias false needs a hidden layer, but the MLP {dims} has none")
         layers: list[nn.Module] = []
         last = len(dims) - 2
         for index, (size_in, size_out) in enumerate(pairwise(dims)):
             if index < last:
-                layers.append(nn.Linear(size_in, size_out))
+                layers.append(nn.Linear(size_in, size_out, bias=hidden_bias))
                 if batch_norm:
                     layers.append(nn.BatchNorm1d(size_out))
                 layers.append(nn.ReLU(inplace=True))
