@@ -785,6 +785,13 @@ class OptimizerConfig(Section):
         description="weight decay of weights and kernels (and of biases and norms unless "
         "exclude_bias_and_norm_from_weight_decay)",
     )
+    weight_decay_end: float | None = Field(
+        None,
+        gt=0,
+        le=10,
+        description="weight decay at the end of a cosine from optimizer.weight_decay over "
+        "the run, set every iteration (DINO: 0.04 to 0.4); unset: constant",
+    )
     exclude_bias_and_norm_from_weight_decay: bool = Field(
         True,
         description="no weight decay (nor, with lars, trust ratio) on biases and "
@@ -820,6 +827,15 @@ class OptimizerConfig(Section):
         0.0, ge=0, le=100, description="learning rate at the end of cosine decay"
     )
     accumulate_steps: int = Field(1, ge=1, le=65_536, description="batches per optimizer step")
+
+    @model_validator(mode="after")
+    def _weight_decay_end_needs_a_start(self) -> OptimizerConfig:
+        if self.weight_decay_end is not None and self.weight_decay == 0:
+            raise ValueError(
+                "optimizer.weight_decay_end ends a cosine that starts at "
+                "optimizer.weight_decay, which is 0: set optimizer.weight_decay"
+            )
+        return self
 
     @model_validator(mode="after")
     def _betas_need_adamw(self) -> OptimizerConfig:

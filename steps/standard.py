@@ -12,7 +12,7 @@ from torch.nn.parallel import DistributedDataParallel
 from hookbus.engine.distributed import all_reduce_mean
 from hookbus.engine.events import SSLEvents
 from hookbus.parts.models.compiled import uncompiled
-from hookbus.parts.optim import learning_rate, set_learning_rate
+from hookbus.parts.optim import learning_rate, set_learning_rate, set_weight_decay, weight_decay
 from hookbus.steps.registry import register_train_step
 
 
@@ -126,6 +126,9 @@ def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
             set_learning_rate(optimizer, state.lr)
         else:
             state.lr = optimizer.param_groups[0]["lr"]
+        if state.cfg.optimizer.weight_decay_end is not None:
+            decay = weight_decay(state.cfg.optimizer, state.iteration - 1, state.phase_length)
+            set_weight_decay(optimizer, decay)
         state.grad_norm = clip_gradients(
             optimizer, state.scaler, state.cfg.optimizer.clip_grad_norm
         )

@@ -14,7 +14,14 @@ from torch import nn
 
 from hookbus import Config
 from hookbus.parts.models import MLPHead, build_model
-from hookbus.parts.optim import LARS, build_optimizer, learning_rate, set_learning_rate
+from hookbus.parts.optim import (
+    LARS,
+    build_optimizer,
+    learning_rate,
+    set_learning_rate,
+    set_weight_decay,
+    weight_decay,
+)
 from tests.tiny_data import tiny_recipe, train_tiny
 
 
@@ -166,3 +173,47 @@ def test_hidden_bias_false_without_a_hidden_layer_is_a_config_error(
 ) -> None:
     with pytest.raises(ValidationError, match=message):
         Config.model_validate({"model": section})
+
+
+def wd_config(**section: object) -> Config:
+    return Config.model_validate({"optimizer": {"num_epochs": 4, **section}})
+
+
+@pytest.mark.parametrize(
+    ("iteration", "expected"),
+    [(0, 0.04), (20, 0.22), (10, 0.04 + 0.36 * (1 - 0.5**0.5) / 2), (40, 0.4), (55, 0.4)],
+)
+def test_the_weight_decay_follows_a_cosine_to_its_end(iteration: int, expected: float) -> None:
+    cfg = wd_config(weight_decay=0.04, weight_decay_end=0.4, warmup_epochs=1)
+    assert weight_decay(cfg.optimizer, iteration, 10) == pytest.approx(expected)
+
+
+def test_the_weight_decay_is_constant_without_an_end() -> None:
+    cfg = wd_config(weight_decay=0.05)
+    assert [weight_decay(cfg.optimizer, i, 10) for i in (0, 17, 40)] == [0.05, 0.05, 0.05]
+
+
+def test_set_weight_decay_moves_the_decayed_groups_only() -> None:
+    opt = optimizer(name="adamw", weight_decay=0.04, weight_decay_end=0.4)
+    set_weight_decay(opt, 0.3)
+    assert [group["weight_decay"] for group in opt.param_groups] == [0.3, 0.0]
+
+
+def test_a_weight_decay_end_without_a_start_is_a_config_error() -> None:
+    with pytest.raises(ValidationError, match="starts at optimizer.weight_decay, which is 0"):
+        wd_config(weight_decay=0.0, weight_decay_end=0.4)
+
+
+def test_a_run_with_a_weight_decay_end_sets_it_every_step(tmp_path: Path) -> None:
+    cfg = tiny_recipe(
+        "simsiam_digits",
+        tmp_path / "run",
+        "optimizer.weight_decay=0.04",
+        "optimizer.weight_decay_end=0.4",
+    )
+    state = train_tiny(cfg)
+    decays = [group["weight_decay"] for group in state.optimizer.param_groups]
+    expected = weight_decay(cfg.optimizer, state.iteration - 1, state.phase_length)
+    assert expected > 0.04
+    assert decays[0] == pytest.approx(expected)
+    assert decays[-1] == 0.0

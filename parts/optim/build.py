@@ -50,7 +50,8 @@ def parameter_groups(
     ``model.predictor``; ``"head.layers"`` a submodule) form groups of their own, after
     the others, with ``fixed_lr``: the learning rate they keep while the schedule moves
     the rest (SimSiam's predictor). A name that matches no trainable parameter is a
-    ``ValueError``.
+    ``ValueError``. Decayed groups say so (``decayed``), for
+    :func:`hookbus.parts.optim.set_weight_decay`.
     """
     scales, exempt = {}, set()
     if isinstance(model, ScaledParameters):
@@ -70,6 +71,8 @@ def parameter_groups(
             (fixed, decayed, scale),
             {"params": [], "weight_decay": weight_decay if decayed else 0.0, "lr_scale": scale},
         )
+        if decayed:
+            group["decayed"] = True
         if fixed:
             group["fixed_lr"] = fixed_lr * scale
         if adapt:

@@ -1,4 +1,5 @@
-"""The learning-rate schedule: linear warm-up, then cosine decay or a constant rate."""
+"""The learning-rate schedule (linear warm-up, then cosine decay or a constant rate) and
+the weight-decay schedule (constant, or a cosine to ``weight_decay_end``)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,24 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         fixed = group.get("fixed_lr")
         group["lr"] = fixed if fixed is not None else lr * group.get("lr_scale", 1.0)
+
+
+def weight_decay(cfg: OptimizerConfig, iteration: int, iterations_per_epoch: int) -> float:
+    """The weight decay of train step ``iteration`` (0-based, counted over the run):
+    ``weight_decay``, or with ``weight_decay_end`` a half cosine from ``weight_decay``
+    to ``weight_decay_end``, reached at ``num_epochs * iterations_per_epoch`` and kept
+    after (DINO's, without warm-up)."""
+    if cfg.weight_decay_end is None:
+        return cfg.weight_decay
+    progress = min(1.0, iteration / max(1, cfg.num_epochs * iterations_per_epoch))
+    start, end = cfg.weight_decay, cfg.weight_decay_end
+    return end + (start - end) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def set_weight_decay(optimizer: torch.optim.Optimizer, value: float) -> None:
+    """Set the weight decay of the decayed parameter groups of ``optimizer`` (those
+    :func:`hookbus.parts.optim.parameter_groups` marks ``decayed``) to ``value``; the
+    others keep none."""
+    for group in optimizer.param_groups:
+        if group.get("decayed"):
+            group["weight_decay"] = value
