@@ -366,6 +366,10 @@ class ViTConfig(Section):
         description="init of the patch embedding (conv_proj): torchvision's truncated normal, "
         "or xavier_uniform over the kernel as a Linear layer, bias zero (MoCo v3, MAE)",
     )
+    class_token_init: Literal["zeros", "normal"] = Field(
+        "zeros",
+        description="init of the class token: zeros (torchvision's), or normal with std 0.02 (MAE)",
+    )
     drop_path: float = Field(
         0.0,
         ge=0,

@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from torch import nn
 
 from hookbus import Config
-from hookbus.parts.models import MLPHead, build_model
+from hookbus.engine.config import BackboneConfig
+from hookbus.parts.models import BACKBONES, MLPHead, build_model
 from hookbus.parts.optim import (
     LARS,
     build_optimizer,
@@ -217,3 +218,26 @@ def test_a_run_with_a_weight_decay_end_sets_it_every_step(tmp_path: Path) -> Non
     assert expected > 0.04
     assert decays[0] == pytest.approx(expected)
     assert decays[-1] == 0.0
+
+
+def tiny_vit(**vit: object) -> nn.Module:
+    torch.manual_seed(0)
+    sizes = {"patch_size": 2, "width": 256, "depth": 1, "heads": 2, "mlp_dim": 16}
+    cfg = BackboneConfig(name="vit_tiny", in_channels=3, image_size=8, vit={**sizes, **vit})
+    return BACKBONES.get("vit_tiny")(cfg)
+
+
+def test_the_class_token_starts_at_zero_by_default() -> None:
+    assert torch.count_nonzero(tiny_vit().class_token) == 0
+
+
+def test_a_normal_class_token_has_std_near_0_02() -> None:
+    token = tiny_vit(class_token_init="normal").class_token.detach()
+    assert token.shape == (1, 1, 256)
+    assert 0.016 < float(token.std()) < 0.024
+    assert abs(float(token.mean())) < 0.005
+
+
+def test_an_unknown_class_token_init_is_a_config_error() -> None:
+    with pytest.raises(ValidationError, match="class_token_init"):
+        BackboneConfig(name="vit_tiny", vit={"class_token_init": "uniform"})

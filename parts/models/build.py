@@ -153,6 +153,7 @@ def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
             freeze_patch_embedding=vit.freeze_patch_embedding,
             position_embedding=vit.position_embedding,
             patch_embedding_init=vit.patch_embedding_init,
+            class_token_init=vit.class_token_init,
             drop_path=vit.drop_path,
         )
     except ValueError as exc:

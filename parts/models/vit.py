@@ -28,6 +28,7 @@ PositionEmbedding = Literal["learned", "sincos"]
 sine-cosine table of MoCo v3 and MAE."""
 
 PatchEmbeddingInit = Literal["torchvision", "xavier_uniform"]
+ClassTokenInit = Literal["zeros", "normal"]
 """The patch embedding's init: torchvision's truncated normal over the fan-in, or Xavier
 uniform over the kernel seen as a Linear layer (MoCo v3, MAE)."""
 
@@ -85,7 +86,9 @@ class ViTBackbone(VisionTransformer):
     be a multiple of 4. ``patch_embedding_init="xavier_uniform"`` draws ``conv_proj``'s
     kernel from Xavier's uniform distribution over the kernel seen as a Linear layer,
     ``U(-a, a)`` with ``a = sqrt(6 / (in_channels * patch_size^2 + width))``, and zeroes
-    its bias (MoCo v3, MAE); torchvision's truncated normal otherwise. ``drop_path`` above
+    its bias (MoCo v3, MAE); torchvision's truncated normal otherwise.
+    ``class_token_init="normal"`` draws the class token from a normal of std 0.02 (MAE);
+    torchvision's starts it at zero. ``drop_path`` above
     0 drops each block's branches per sample in training (stochastic depth,
     :class:`~hookbus.parts.models.drop_path.DropPathBlock`), at a rate rising linearly to
     ``drop_path`` at the last block; the weights and keys are those of the plain blocks.
@@ -99,6 +102,7 @@ class ViTBackbone(VisionTransformer):
         freeze_patch_embedding: bool = False,
         position_embedding: PositionEmbedding = "learned",
         patch_embedding_init: PatchEmbeddingInit = "torchvision",
+        class_token_init: ClassTokenInit = "zeros",
         drop_path: float = 0.0,
     ) -> None:
         if sizes.image_size % sizes.patch_size:
@@ -112,6 +116,8 @@ class ViTBackbone(VisionTransformer):
             raise ValueError(
                 f"position_embedding must be learned or sincos: {position_embedding!r}"
             )
+        if class_token_init not in ("zeros", "normal"):
+            raise ValueError(f"class_token_init must be zeros or normal: {class_token_init!r}")
         if patch_embedding_init not in ("torchvision", "xavier_uniform"):
             raise ValueError(
                 f"patch_embedding_init must be torchvision or xavier_uniform: "
@@ -141,6 +147,8 @@ class ViTBackbone(VisionTransformer):
             # As a Linear layer from a patch's pixels to the width: [width, C * p * p].
             nn.init.xavier_uniform_(self.conv_proj.weight.view(sizes.width, -1))
             nn.init.zeros_(self.conv_proj.bias)
+        if class_token_init == "normal":
+            nn.init.normal_(self.class_token, std=0.02)
         if freeze_patch_embedding:
             self.conv_proj.requires_grad_(False)
         if position_embedding == "sincos":
