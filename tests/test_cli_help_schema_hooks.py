@@ -90,4 +90,4 @@ def test_quickstart_shows_the_demo_recipes_hook_plan_as_printed(
 ) -> None:
     assert main(["hooks", str(ROOT / "configs" / "simclr_digits.yaml")]) == 0
     printed = capsys.readouterr().out.strip()
-    assert f"```\n{printed}\n```" in (ROOT / "docs" / "quickstart.md").read_text()
+    assert f"```text\n{printed}\n```" in (ROOT / "docs" / "quickstart.md").read_text()
