@@ -16,9 +16,10 @@
 - ``run()`` and ``interrupt()`` are refused: the trainer runs the phases
   (``trainer.train()``), and ``terminate()`` ends them;
 - an ignite metric attached under a name that hookbus's phase record sets itself
-  (:data:`RECORD_KEYS`: ``loss``, ``iteration``...) is kept apart as
-  ``ignite/<name>`` (said in the log), so it never replaces the phase's mean loss or
-  counters in ``metrics.json`` and ``state.history``;
+  (:data:`RECORD_KEYS`: ``loss``, ``iteration``...; a meter's value such as
+  ``knn_top1``; a hook's metric such as ``probe_top1``: :func:`taken_metric_names`) is
+  kept apart as ``ignite/<name>`` (said in the log), so it never replaces the phase's
+  mean loss, counters or meter values in ``metrics.json`` and ``state.history``;
 - ``terminate()`` also records who asked, in ``state.stopped_by``;
 - ``engine.logger`` is the ``hookbus.ignite`` logger, so what handlers log through it
   reaches the run's ``log.txt`` and the console with hookbus's own lines.
@@ -126,12 +127,28 @@ class BusEngine(Engine):
         if isinstance(event_name, EventsList):
             return super().add_event_handler(event_name, handler, *args, **kwargs)
         _check_filter(event_name)
-        args = _metric_kept_apart(handler, args)
+        args = _metric_kept_apart(handler, args, taken_metric_names(self.state))
         handle = super().add_event_handler(event_name, handler, *args, **kwargs)
         priority, name = self._placing
         place_newest(self, event_name, priority, name)
         self._rebuild_dispatch()
         return handle
+
+    def keep_metrics_apart(self) -> None:
+        """Give the ignite metrics already attached under a name that hookbus now records
+        itself (a meter's value, known once ``trainer.setup()`` built the meters) the
+        ``ignite/`` prefix, as :meth:`add_event_handler` does for those attached later."""
+        taken = taken_metric_names(self.state)
+        for entries in self._event_handlers.values():
+            for index, (handler, args, kwargs) in enumerate(entries):
+                # ignite stored a weak reference to the engine before the handler's own
+                # arguments when the handler takes the engine (Metric.completed does).
+                ref = args[:1] if args and isinstance(args[0], weakref.ref) else ()
+                own = args[len(ref) :]
+                kept = _metric_kept_apart(handler, own, taken)
+                if kept is not own:
+                    entries[index] = (handler, (*ref, *kept), kwargs)
+        self._rebuild_dispatch()
 
     def remove_event_handler(self, handler: Callable, event_name: Any) -> None:
         """ignite's ``remove_event_handler``; the dispatch tuples follow."""
@@ -318,18 +335,36 @@ RECORD_KEYS = ("phase_idx", "phase", "train", "train_phase_idx", "iteration", "l
 :func:`hookbus.hooks.run_stats.phase_record`), beside the metrics."""
 
 IGNITE_METRIC_PREFIX = "ignite/"
-"""What an ignite metric named like one of :data:`RECORD_KEYS` is recorded under."""
+"""What an ignite metric named like a key hookbus records (:func:`taken_metric_names`)
+is recorded under."""
 
 _METRIC_LOG = logging.getLogger("hookbus")
 
 
-def _metric_kept_apart(handler: Callable, args: tuple[Any, ...]) -> tuple[Any, ...]:
+def taken_metric_names(state: Any) -> frozenset[str]:
+    """The names hookbus records itself in a phase's record: :data:`RECORD_KEYS`, the
+    values of the run's meters (``Meter.value_names``) and the metrics its hooks write
+    (``Hook.metric_names``)."""
+    meters = getattr(state, "meters", None) or ()
+    hooks = getattr(state, "hooks", None) or ()
+    return frozenset(
+        (
+            *RECORD_KEYS,
+            *(name for meter in meters for name in getattr(meter, "value_names", ())),
+            *(name for hook in hooks for name in getattr(hook, "metric_names", ())),
+        )
+    )
+
+
+def _metric_kept_apart(
+    handler: Callable, args: tuple[Any, ...], taken: frozenset[str]
+) -> tuple[Any, ...]:
     """``args`` of ignite's ``Metric.completed`` (the metric's name first) with a name
-    from :data:`RECORD_KEYS` given the :data:`IGNITE_METRIC_PREFIX`; others unchanged."""
+    from ``taken`` given the :data:`IGNITE_METRIC_PREFIX`; others unchanged."""
     owner = getattr(handler, "__self__", None)
     if not isinstance(owner, Metric) or getattr(handler, "__name__", "") != "completed":
         return args
-    if not args or args[0] not in RECORD_KEYS:
+    if not args or args[0] not in taken:
         return args
     name = f"{IGNITE_METRIC_PREFIX}{args[0]}"
     _METRIC_LOG.warning(
@@ -338,7 +373,7 @@ def _metric_kept_apart(handler: Callable, args: tuple[Any, ...]) -> tuple[Any, .
         "it otherwise to keep your name",
         type(owner).__name__,
         args[0],
-        "mean loss" if args[0] == "loss" else args[0],
+        "mean loss" if args[0] == "loss" else f"{args[0]} value",
         name,
     )
     return (name, *args[1:])

@@ -54,6 +54,10 @@ class Hook:
     not the trainer's (:func:`hookbus.prepare_engine`), :meth:`attach` refuses while one
     of them is still empty, naming them."""
 
+    metric_names: ClassVar[tuple[str, ...]] = ()
+    """Keys this hook writes into ``state.metrics``: an ignite metric attached under one
+    of them is recorded as ``ignite/<name>`` instead of replacing the hook's value."""
+
     def __init__(self, *, name: str | None = None, priority: int | None = None) -> None:
         self.name: str = name or default_name(type(self))
         if priority is not None:

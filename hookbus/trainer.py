@@ -240,6 +240,7 @@ class SSLTrainer:
         start = self._start
         assert start is not None
         self._check_loaded_counters()
+        engine.keep_metrics_apart()
         if start.stopped_by and not self.cfg.trainer.resume_stopped:
             state.stopped_by = start.stopped_by
             logger.warning(

@@ -63,6 +63,7 @@ class OnlineProbeHook(Hook):
     """
 
     priority = Priority.HIGH
+    metric_names = ("probe_top1",)
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ from ignite.handlers import (
 from ignite.metrics import Average, Metric, MetricUsage, RunningAverage
 
 from hookbus import FakeEngine, Hook, Priority, SSLEvents, SSLTrainer, prepare_engine
-from hookbus.engine.bus import RECORD_KEYS
+from hookbus.engine.bus import RECORD_KEYS, taken_metric_names
 from hookbus.engine.checkpoint_io import list_checkpoints
 from hookbus.engine.errors import ConfigError
 from hookbus.hooks.checkpoint import CheckpointHook
@@ -230,6 +230,36 @@ def test_a_metric_on_ssl_events_named_iteration_keeps_the_counter(tmp_path: Path
     lines = metrics_lines(tmp_path / "run")
     assert [line["iteration"] for line in lines] == [3, 3, 6, 6]
     assert [line["ignite/iteration"] for line in lines] == [3, 1, 3, 1]
+
+
+@pytest.mark.parametrize("when", ["before_setup", "after_setup"])
+def test_a_metric_named_like_a_meter_value_keeps_the_meters_value(
+    tmp_path: Path, when: str
+) -> None:
+    run = trainer(tmp_path / "run")
+    if when == "after_setup":
+        run.setup()
+    usage = MetricUsage(
+        started=SSLEvents.ON_PHASE_START,
+        completed=SSLEvents.ON_PHASE_END,
+        iteration_completed=SSLEvents.ON_STEP,
+    )
+    StepCount().attach(run.engine, "knn_top1", usage=usage)
+    run.train()
+    tests = [line for line in metrics_lines(tmp_path / "run") if not line["train"]]
+    assert [line["ignite/knn_top1"] for line in tests] == [1.0, 1.0]
+    assert all(0.0 <= line["knn_top1"] <= 1.0 for line in tests)
+
+
+def test_the_taken_names_are_the_record_keys_the_meters_values_and_the_hooks_metrics(
+    tmp_path: Path,
+) -> None:
+    cfg = tiny_config(tmp_path / "run", hooks={"online_probe": {"enabled": True, "num_classes": 4}})
+    run = SSLTrainer(cfg)
+    assert "probe_top1" in taken_metric_names(run.state)
+    assert "knn_top1" not in taken_metric_names(run.state)  # the meters come with setup
+    run.setup()
+    assert {"knn_top1", "probe_top1", *RECORD_KEYS} <= taken_metric_names(run.state)
 
 
 def test_a_metric_with_its_own_name_keeps_it(tmp_path: Path) -> None:

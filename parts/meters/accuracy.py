@@ -21,6 +21,7 @@ class AccuracyMeter(Meter):
             raise ValueError(f"topk needs positive values, got {topk}")
         self.topk = tuple(sorted(set(topk)))
         self.count_names = ("total", *(f"top{k}" for k in self.topk))
+        self.value_names = tuple(f"top{k}" for k in self.topk)
         super().__init__()
 
     def update(self, output: dict, batch: dict) -> None:

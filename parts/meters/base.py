@@ -28,6 +28,9 @@ class Meter(ABC):
 
     name: str = ""
     count_names: tuple[str, ...] = ()
+    value_names: tuple[str, ...] = ()
+    """The keys :meth:`value` may return: an ignite metric attached under one of them is
+    recorded as ``ignite/<name>`` instead of replacing the meter's value."""
     phases: tuple[str, ...] = ("train", "test")
 
     def __init__(self) -> None:

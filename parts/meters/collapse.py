@@ -64,6 +64,7 @@ class CollapseMeter(Meter):
         "prototype_steps",
         "prototypes_used",
     )
+    value_names = ("feature_std", "teacher_entropy", "prototypes_used")
     phases = ("train", "test")
 
     def update(self, output: dict, batch: dict) -> None:

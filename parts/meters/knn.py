@@ -92,6 +92,7 @@ class KnnMeter(Meter):
 
     name = "knn"
     count_names = ("correct", "total")
+    value_names = ("knn_top1",)
     phases = ("test",)
 
     def __init__(self, k: int = 20, vote: KnnVote = "majority", temperature: float = 0.07) -> None:
