@@ -1,4 +1,4 @@
-"""A folder of real photographs, end to end: pretrain, export, evaluate, resume.
+"""A folder of real photographs, end to end: pretrain, export, embed, evaluate, resume.
 
 The path of docs/quickstart.md's "Your own photos" on the shipped image-folder recipes,
 shrunk to seconds: 16 train and 16 test JPEGs per class (tests/photos.py: crops of
@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
-from hookbus import SSLTrainer, load_config
+from hookbus import SSLTrainer, embed_images, load_config
 from hookbus.export import export_backbone
 from tests.kill_harness import kill_campaign
 from tests.photos import make_photo_folder
@@ -81,7 +82,6 @@ def test_linear_eval_of_the_exported_backbone_beats_chance(
 ) -> None:
     exported = tmp_path / "backbone.pth"
     export_backbone(pretrained / "checkpoint.torch", exported)
-    # `hookbus embed` of the exported backbone on the photos joins the path here.
     run = tmp_path / "linear"
     cfg = load_config(
         LINEAR_EVAL,
@@ -98,6 +98,31 @@ def test_linear_eval_of_the_exported_backbone_beats_chance(
     row = _last_test_row(run)
     assert row["top1"] > 0.5
     assert row["knn_top1"] > 0.5
+
+
+def test_embeddings_of_the_export_match_the_checkpoints_and_find_the_class(
+    photos: Path, pretrained: Path, tmp_path: Path
+) -> None:
+    exported = tmp_path / "backbone.pth"
+    export_backbone(pretrained / "checkpoint.torch", exported)
+    recipe = pretrained / "config.yaml"
+    train = embed_images(exported, photos / "train", recipe=recipe, num_workers=0)
+    test = embed_images(exported, photos / "test", recipe=recipe, num_workers=0)
+    direct = embed_images(pretrained / "checkpoint.torch", photos / "test", num_workers=0)
+    assert test.paths == direct.paths
+    assert len(test.paths) == 32
+    torch.testing.assert_close(test.embeddings, direct.embeddings, rtol=0, atol=1e-5)
+    # each test photo's nearest train photo (cosine) is of its class more often than chance
+    similarity = torch.nn.functional.normalize(test.embeddings, dim=1) @ (
+        torch.nn.functional.normalize(train.embeddings, dim=1).T
+    )
+    nearest = similarity.argmax(dim=1)
+    classes = [Path(path).parent.name for path in train.paths]
+    hits = [
+        classes[int(n)] == Path(path).parent.name
+        for n, path in zip(nearest, test.paths, strict=True)
+    ]
+    assert sum(hits) / len(hits) > 0.5
 
 
 PHOTO_RUN = {
