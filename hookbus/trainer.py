@@ -32,7 +32,7 @@ from hookbus.engine.hook import Hook
 from hookbus.engine.imports import import_user_modules
 from hookbus.engine.lr_scheduler import lr_scheduler_name
 from hookbus.engine.machine import ProcessSettings, configure_process, restore_settings
-from hookbus.engine.phases import build_phase_plan
+from hookbus.engine.phases import build_phase_plan, phase_label
 from hookbus.engine.preemption import PreemptionGuard, agreed_stops
 from hookbus.engine.priorities import Priority
 from hookbus.engine.registry import UnknownNameError
@@ -480,7 +480,8 @@ class SSLTrainer:
             engine.fire_event(SSLEvents.ON_STEP)
             if stops.preempt:
                 raise PreemptedError(
-                    f"stopped by {state.stop_requested} after phase {phase_idx} step "
+                    f"stopped by {state.stop_requested} in "
+                    f"{phase_label(phase_idx, len(state.phases))} after step "
                     f"{state.batches} (train iteration {state.iteration}); run the same "
                     "command again to resume"
                 )
@@ -508,8 +509,8 @@ class SSLTrainer:
         self._skip_epoch_completed = engine.should_terminate_single_epoch == "skip_epoch_completed"
         engine.should_terminate_single_epoch = False
         logger.info(
-            "phase %d ended early by terminate_epoch() after %d of %d steps",
-            state.phase_idx,
+            "%s ended early by terminate_epoch() after %d of %d steps",
+            phase_label(state.phase_idx, len(state.phases)),
             state.batches,
             state.phase_length,
         )
@@ -557,7 +558,8 @@ class SSLTrainer:
 def stop_line(state: RunState) -> str:
     """One line on a run stopped early: by what, where, and how to go on."""
     where = (
-        f"in phase {state.phase_idx} after step {state.batches} of {state.phase_length}"
+        f"in {phase_label(state.phase_idx, len(state.phases))} after step {state.batches} "
+        f"of {state.phase_length}"
         if 0 <= state.phase_idx < len(state.phases)
         else "before its first phase"
     )
