@@ -26,7 +26,7 @@ import torch
 
 from hookbus.engine.bounded_files import check_regular, open_regular, read_bounded
 from hookbus.engine.errors import CheckpointError, OutputWriteError
-from hookbus.engine.run_files import POINTER_NAME, create_temporary
+from hookbus.engine.run_files import POINTER_NAME, create_temporary, is_temporary_name
 
 FORMAT = "hookbus-checkpoint"
 REQUIRED_KEYS = (
@@ -51,7 +51,6 @@ CHECKSUM_SUFFIX = ".sha256"
 MAX_SIDECAR_BYTES = 4096
 """Largest checksum file read (one is a SHA-256 and a size: about 80 bytes)."""
 _NAME = re.compile(r"^phase(\d+)_batch(\d+)\.torch$")
-_TEMPORARY = re.compile(r"^\..+\.tmp-\d+$")
 
 logger = logging.getLogger("hookbus")
 
@@ -64,11 +63,6 @@ def checkpoint_name(phase_idx: int, batches: int) -> str:
 def is_checkpoint_name(name: str) -> bool:
     """Whether ``name`` is a checkpoint file's name (``phaseNNNNN_batchNNNNNNN.torch``)."""
     return _NAME.match(name) is not None
-
-
-def is_temporary_name(name: str) -> bool:
-    """Whether ``name`` is a temporary file's name of an atomic write (``.NAME.tmp-PID``)."""
-    return _TEMPORARY.match(name) is not None
 
 
 def save_atomic(obj: Any, path: Path) -> None:
@@ -198,7 +192,7 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     """Delete temporary files that a killed writer left behind; returns them."""
     if not directory.is_dir():
         return []
-    stale = [p for p in directory.iterdir() if _TEMPORARY.match(p.name)]
+    stale = [p for p in directory.iterdir() if is_temporary_name(p.name)]
     for path in stale:
         path.unlink(missing_ok=True)
     return stale

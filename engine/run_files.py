@@ -57,6 +57,11 @@ class UnfitRunEntry(UserError):
     """An entry of the run directory has a name hookbus writes but the wrong kind."""
 
 
+def is_temporary_name(name: str) -> bool:
+    """Whether ``name`` is a temporary file's name of an atomic write (``.NAME.tmp-PID``)."""
+    return _TEMPORARY_FILE.match(name) is not None
+
+
 def inside_run_dir(run_dir: Path, path: Path) -> Path:
     """``path`` with every link resolved; raises :class:`UnsafeRunPath` when that leads
     outside ``run_dir`` (itself resolved, so a run directory that is a link is fine)."""
@@ -112,7 +117,7 @@ def _written_as(name: str) -> str | None:
         return "a file"
     if _CHECKPOINT_FILE.match(name):
         return "a checkpoint file"
-    if _TEMPORARY_FILE.match(name):
+    if is_temporary_name(name):
         return "a temporary file"
     return None
 

@@ -22,11 +22,10 @@ from pathlib import Path
 from hookbus.engine.checkpoint_io import (
     CHECKSUM_SUFFIX,
     is_checkpoint_name,
-    is_temporary_name,
     write_output_file,
 )
 from hookbus.engine.errors import UserError
-from hookbus.engine.run_files import POINTER_NAME
+from hookbus.engine.run_files import POINTER_NAME, is_temporary_name
 from hookbus.engine.run_lock import LOCK_NAME
 from hookbus.hooks.plot import CURVES_FILE, METRICS_FILE, PLOT_FILE
 
