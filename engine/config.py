@@ -378,6 +378,11 @@ class ViTConfig(Section):
         "are dropped per sample at a rate rising linearly to this at the last block "
         "(fine-tuning ViT-B: 0.1); never in a forward without gradients (a momentum teacher)",
     )
+    activation_checkpointing: bool = Field(
+        False,
+        description="each encoder block keeps only its input and recomputes its activations "
+        "in backward: less memory, about a third more compute (with DDP or FSDP)",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:
@@ -1037,6 +1042,12 @@ class DistributedConfig(Section):
         "auto", description="nccl on GPUs, gloo otherwise, when auto"
     )
     find_unused_parameters: bool = Field(False, description="passed to DDP")
+    strategy: Literal["ddp", "fsdp"] = Field(
+        "ddp",
+        description="ddp: every rank holds the whole model; fsdp: parameters, gradients and "
+        "optimizer state sharded over the ranks, checkpoints written as shards by every "
+        "rank (docs/guides/distributed.md)",
+    )
     nproc_per_node: int = Field(
         1,
         ge=1,

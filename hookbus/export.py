@@ -9,9 +9,9 @@ import torch
 from torch import Tensor
 
 from hookbus.engine.checkpoint_contents import check_weights
-from hookbus.engine.checkpoint_io import load_verified_checkpoint
 from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import UserError
+from hookbus.engine.sharded_checkpoint import load_whole_checkpoint
 from hookbus.output_paths import check_destination, write_output
 from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.build import backbone_config, zero_classifier_weights
@@ -40,7 +40,8 @@ def export_backbone(
     last Linear layer back as zeros and loads into ``torchvision.models.get_model(name,
     num_classes=num_classes)``; both with a matching first convolution when
     ``model.backbone.in_channels`` is not 3. The checkpoint must match its checksum file,
-    as on resume (a FIFO or a device is refused before it is opened). ``out`` may not be
+    as on resume (a FIFO or a device is refused before it is opened; a sharded checkpoint,
+    of ``distributed.strategy: fsdp``, its shards too, whose tensors are read whole). ``out`` may not be
     the checkpoint or any file a run keeps in a run directory, by any path (a link, a
     hard link, ``..``), nor a directory or a device: :class:`UserError`, before anything
     is read. The file is written through a temporary file in its folder, fsynced, its size
@@ -52,7 +53,7 @@ def export_backbone(
     if out.is_dir():
         raise UserError(f"{out} is a directory: give the path of the file to write (.pth)")
     check_destination(out, [checkpoint])
-    saved = load_verified_checkpoint(checkpoint)
+    saved = load_whole_checkpoint(checkpoint)
     cfg = validate_config(saved.get("config", {}), f"the config in {checkpoint}")
     check_weights("model", saved["model"], None, str(checkpoint))
     weights = backbone_state_dict(saved["model"])

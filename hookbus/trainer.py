@@ -16,7 +16,6 @@ from torch.utils.data import Dataset
 from hookbus.console import console_unless_configured
 from hookbus.engine import distributed
 from hookbus.engine.bus import BusEngine
-from hookbus.engine.checkpoint_contents import contents_check
 from hookbus.engine.checkpoint_io import (
     newest_valid_checkpoint,
     remove_stale_temporaries,
@@ -37,6 +36,7 @@ from hookbus.engine.preemption import PreemptionGuard, agreed_stops
 from hookbus.engine.priorities import Priority
 from hookbus.engine.registry import UnknownNameError
 from hookbus.engine.run_lock import RunLock, check_run_dir
+from hookbus.engine.sharded_checkpoint import resume_check
 from hookbus.engine.state import RunState
 from hookbus.engine.training_state import ResumePoint, restore_training_state
 from hookbus.hooks.checkpoint import CheckpointHook
@@ -395,7 +395,7 @@ class SSLTrainer:
             for stale in remove_stale_temporaries(state.run_dir):
                 logger.warning("removed %s, left by an interrupted write", stale)
         found = (
-            newest_valid_checkpoint(state.run_dir, check=contents_check(state))
+            newest_valid_checkpoint(state.run_dir, check=resume_check(state))
             if self.cfg.checkpoint.auto_resume
             else None
         )

@@ -21,6 +21,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointWriteError
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.sharded_checkpoint import save_sharded
 from hookbus.engine.training_state import collect_training_state
 from hookbus.hooks.registry import register_hook
 
@@ -29,7 +30,7 @@ logger = logging.getLogger("hookbus")
 
 @register_hook("checkpoint")
 class CheckpointHook(Hook):
-    """Writes checkpoints into ``directory`` (rank 0 only).
+    """Writes checkpoints into ``directory`` (rank 0 only; every rank with ``sharded``).
 
     ==================  ============================================================
     fires               ``on_step`` (train phases, every ``iter_frequency`` iterations;
@@ -75,6 +76,7 @@ class CheckpointHook(Hook):
         iter_frequency: int = 0,
         keep_last: int = 2,
         async_write: bool = False,
+        sharded: bool = False,
     ) -> None:
         super().__init__()
         if phase_frequency < 0 or iter_frequency < 0:
@@ -85,6 +87,9 @@ class CheckpointHook(Hook):
         self.phase_frequency = phase_frequency
         self.iter_frequency = iter_frequency
         self.keep_last = keep_last
+        if sharded and async_write:
+            raise ValueError("a sharded checkpoint is written by every rank at the step")
+        self.sharded = sharded
         self._writer = CheckpointWriter() if async_write else None
         self._phase_open: bool | None = None  # None until a phase starts in this run
 
@@ -98,6 +103,7 @@ class CheckpointHook(Hook):
             iter_frequency=section.iter_frequency,
             keep_last=section.keep_last,
             async_write=section.async_write,
+            sharded=cfg.distributed.strategy == "fsdp",
         )
 
     def on_phase_start(self, engine: Engine) -> None:
@@ -140,10 +146,17 @@ class CheckpointHook(Hook):
         """Checkpoint the run now; returns the file's path (None on other ranks).
 
         With ``async_write`` the file is written in the background: :meth:`wait` for it.
+        With ``sharded`` every rank writes its shards
+        (:func:`hookbus.engine.sharded_checkpoint.save_sharded`).
         """
+        state = engine.state
+        if self.sharded:
+            path = self.directory / checkpoint_name(state.phase_idx, state.batches)
+            checkpoint = collect_training_state(state, phase_done=phase_done)
+            save_sharded(checkpoint, path, keep_last=self.keep_last)
+            return path if self.is_rank_zero(engine) else None
         if not self.is_rank_zero(engine):
             return None
-        state = engine.state
         checkpoint = collect_training_state(state, phase_done=phase_done)
         path = self.directory / checkpoint_name(state.phase_idx, state.batches)
         if self._writer is None:

@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from ignite.engine import Engine
+from torch.distributed.tensor import DTensor
 
 from hookbus.engine.config import Config
+from hookbus.engine.distributed import all_reduce_max
 from hookbus.engine.hook import Hook
 from hookbus.engine.phases import phase_label
 from hookbus.engine.priorities import Priority
 from hookbus.hooks.registry import register_hook
+from hookbus.parts.sharding import local
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -200,10 +203,20 @@ class NanCheckHook(Hook):
         if not tensors:
             return
         device = tensors[0][1].device
-        finite = torch.stack([torch.isfinite(t).all().to(device) for _, t in tensors]).tolist()
-        for (what, tensor), ok in zip(tensors, finite, strict=True):
-            if not ok:
-                kind = "NaN" if bool(torch.isnan(tensor).any()) else "inf"
+        # 0: finite, 1: inf, 2: NaN; of this rank's shards, the worst over ranks when sharded
+        codes = torch.stack(
+            [
+                torch.where(torch.isnan(local(t)).any(), 2, (~torch.isfinite(local(t))).any()).to(
+                    device, torch.int32
+                )
+                for _, t in tensors
+            ]
+        )
+        if any(isinstance(t, DTensor) for _, t in tensors):
+            codes = all_reduce_max(codes)
+        for (what, _), code in zip(tensors, codes.tolist(), strict=True):
+            if code:
+                kind = "NaN" if code == 2 else "inf"
                 raise DegenerateTrainingError(f"{what} holds {kind} {when}")
 
 

@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import UnknownNameError
+from hookbus.parts.activation_checkpointing import checkpoint_vit_blocks
 from hookbus.parts.data import DATASETS, build_data_loaders
 from hookbus.parts.losses import LOSSES, build_loss
 from hookbus.parts.meters import build_meters
@@ -18,13 +19,16 @@ from hookbus.parts.models.build import check_backbone_options
 from hookbus.parts.models.compiled import check_compile, compile_forward
 from hookbus.parts.optim import build_optimizer
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, describe, feature_size
+from hookbus.parts.sharding import check_strategy, shard_model
 
 
 def check_component_names(cfg: Config) -> None:
     """Raise a ConfigError naming the key whose registered name is unknown (the data and
     backbone names are not used when ``from_python`` names those parts; the loss name
     always is: it chooses the method's hooks), or the ``model.compile`` setting that
-    cannot be honoured (:func:`~hookbus.parts.models.compiled.check_compile`)."""
+    cannot be honoured (:func:`~hookbus.parts.models.compiled.check_compile`), or one
+    that ``distributed.strategy: fsdp`` cannot take
+    (:func:`~hookbus.parts.sharding.check_strategy`)."""
     python = cfg.from_python
     for key, registry, name, replaced in (
         ("data.name", DATASETS, cfg.data.name, python.train_data),
@@ -38,6 +42,7 @@ def check_component_names(cfg: Config) -> None:
         except UnknownNameError as exc:
             raise ConfigError(f"{key}: {exc}") from None
     check_compile(cfg)
+    check_strategy(cfg)
 
 
 def check_options_are_read(cfg: Config) -> None:
@@ -147,8 +152,10 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
 
 
 def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) -> None:
-    """Build the task onto the run state; the model is DDP-wrapped when distributed, and
-    then compiled with ``model.compile.enabled``.
+    """Build the task onto the run state; the model is DDP-wrapped when distributed (or
+    sharded in place with ``distributed.strategy: fsdp``,
+    :func:`hookbus.parts.sharding.shard_model`), and then compiled with
+    ``model.compile.enabled``.
 
     Writes ``data_loaders``, ``base_model`` (the plain module), ``model`` (what the step
     calls: ``base_model``, or its DDP and compile wrappers), ``loss_fn``, ``optimizer``,
@@ -180,12 +187,20 @@ def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) ->
     check_model_accepts_data(state.base_model, state.data_loaders["memory"], cfg, device)
     if cfg.model.channels_last:
         state.base_model.to(memory_format=torch.channels_last)
+    if cfg.model.backbone.vit.activation_checkpointing:
+        checkpoint_vit_blocks(state.base_model)
     if cfg.distributed.sync_batch_norm and state.world_size > 1:
         if torch.device(device).type != "cuda":
             raise ConfigError("distributed.sync_batch_norm needs CUDA devices (SyncBatchNorm)")
         state.base_model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.base_model)
     state.model = state.base_model
-    if state.world_size > 1:
+    amp = cfg.model.amp
+    state.amp_dtype = (
+        (torch.bfloat16 if amp.dtype == "bf16" else torch.float16) if amp.enabled else None
+    )
+    if cfg.distributed.strategy == "fsdp" and state.world_size > 1:
+        state.model = state.base_model = shard_model(state.base_model, state.amp_dtype)
+    elif state.world_size > 1:
         state.model = DistributedDataParallel(
             state.base_model,
             device_ids=[device.index] if device.type == "cuda" else None,
@@ -198,10 +213,6 @@ def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) ->
         build_optimizer(cfg, state.base_model)
         if parts.optimizer is None
         else _user_optimizer(parts.optimizer, state.base_model)
-    )
-    amp = cfg.model.amp
-    state.amp_dtype = (
-        (torch.bfloat16 if amp.dtype == "bf16" else torch.float16) if amp.enabled else None
     )
     state.scaler = (
         torch.amp.GradScaler(device.type) if amp.enabled and amp.dtype == "fp16" else None

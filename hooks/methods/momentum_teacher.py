@@ -16,6 +16,7 @@ from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.hooks.methods.shuffle_bn import shuffled_forward
 from hookbus.hooks.registry import register_hook
+from hookbus.parts.sharding import is_sharded, load_weights, local, sharded_copy
 
 TEACHER_OUTPUTS = ("embeddings", "scores")
 """Per-view outputs of the teacher written to ``state.last_output`` as ``teacher_<name>``."""
@@ -36,7 +37,9 @@ class MomentumTeacherHook(Hook):
     event               what it does
     ==================  ==============================================================
     ``on_start``        builds the teacher: a copy of ``state.base_model`` without its
-                        predictor, no gradients, on ``state.device``; a teacher loaded
+                        predictor, no gradients, on ``state.device`` (of a sharded
+                        model: sharded the same way, from this rank's shards,
+                        :func:`hookbus.parts.sharding.sharded_copy`); a teacher loaded
                         from a checkpoint replaces the copy's weights
     ``on_forward``      runs the teacher (no gradient, in the phase's train/eval mode,
                         under the run's autocast) on the first ``views`` views of
@@ -49,7 +52,8 @@ class MomentumTeacherHook(Hook):
     ``on_update``       ``teacher = m * teacher + (1 - m) * model`` for every parameter,
                         ``m`` = :func:`cosine_momentum` (``state.iteration - 1``,
                         ``state.max_iterations``): a function of the global step, so a
-                        resumed run continues the schedule
+                        resumed run continues the schedule; on a sharded model each
+                        rank updates its own shards, nothing is gathered
     ==================  ==============================================================
 
     The teacher's buffers (BatchNorm statistics) come from its own forward passes.
@@ -97,12 +101,16 @@ class MomentumTeacherHook(Hook):
 
     def on_start(self, engine: Engine) -> None:
         state = engine.state
-        teacher = copy.deepcopy(state.base_model)
-        if getattr(teacher, "predictor", None) is not None:
-            teacher.predictor = None
-        teacher.requires_grad_(False).to(state.device)
+        if is_sharded(state.base_model):
+            without = ["predictor"] if getattr(state.base_model, "predictor", None) else []
+            teacher = sharded_copy(state.base_model, without=without).requires_grad_(False)
+        else:
+            teacher = copy.deepcopy(state.base_model)
+            if getattr(teacher, "predictor", None) is not None:
+                teacher.predictor = None
+            teacher.requires_grad_(False).to(state.device)
         if self._loaded is not None:
-            teacher.load_state_dict(self._loaded)
+            load_weights(teacher, self._loaded)
             self._loaded = None
         model_parameters = dict(state.base_model.named_parameters())
         self._pairs = [
@@ -140,7 +148,7 @@ class MomentumTeacherHook(Hook):
         )
         with torch.no_grad():
             for teacher_parameter, parameter in self._pairs:
-                teacher_parameter.lerp_(parameter.detach(), 1 - momentum)
+                local(teacher_parameter).lerp_(local(parameter.detach()), 1 - momentum)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"teacher": the teacher's state dict}`` (empty before ``on_start``)."""
@@ -151,7 +159,7 @@ class MomentumTeacherHook(Hook):
         if self.teacher is None:
             self._loaded = state["teacher"]
         else:
-            self.teacher.load_state_dict(state["teacher"])
+            load_weights(self.teacher, state["teacher"])
 
     def _require_teacher(self) -> nn.Module:
         if self.teacher is None:

@@ -1,0 +1,154 @@
+"""The files of a sharded checkpoint: their checksums, and reading them as data only.
+
+A sharded checkpoint's folder holds the files torch.distributed.checkpoint (DCP) writes
+(``__R_N.distcp``, one or more per rank, and ``.metadata``) and ``shards.sha256``, one line
+``SHA-256 SIZE NAME`` per file. Each rank hashes the files it wrote; rank 0 writes the
+list. Before a load every file is checked against it, the files shared out over the
+ranks, and every rank raises the same :class:`CheckpointError` when one is missing,
+truncated, corrupt or not listed.
+
+DCP's own reader unpickles ``.metadata`` with no restriction; :class:`DataOnlyReader`
+unpickles it allowing only DCP's metadata classes, torch sizes and dtypes, so a crafted
+file cannot run code, and :func:`tensor_entries` refuses an entry that is not a tensor
+(DCP would unpickle such entries with ``weights_only=False``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta, TensorStorageMetadata
+
+from hookbus.engine.bounded_files import open_regular, read_bounded
+from hookbus.engine.errors import CheckpointError
+
+MANIFEST_NAME = "shards.sha256"
+MAX_MANIFEST_BYTES = 1 << 20
+"""Largest list of checksums read (about 100 bytes a file)."""
+MAX_METADATA_BYTES = 1 << 30
+"""Largest ``.metadata`` read (about 300 bytes a tensor shard)."""
+_ALLOWED = {
+    ("pathlib", "PosixPath"),
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+} | {
+    ("torch.distributed.checkpoint.metadata", name)
+    for name in (
+        "BytesStorageMetadata",
+        "ChunkStorageMetadata",
+        "Metadata",
+        "MetadataIndex",
+        "StorageMeta",
+        "TensorProperties",
+        "TensorStorageMetadata",
+        "_MEM_FORMAT_ENCODING",
+    )
+}
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """The SHA-256 and size of the file at ``path``."""
+    with open_regular(path, "checkpoint shard", error=CheckpointError) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        return hashlib.file_digest(handle, "sha256").hexdigest(), size
+
+
+def manifest_text(digests: dict[str, tuple[str, int]]) -> str:
+    """The text of ``shards.sha256`` for ``{file name: (SHA-256, size)}``."""
+    return "".join(f"{digest} {size} {name}\n" for name, (digest, size) in sorted(digests.items()))
+
+
+def verify_shards(folder: Path) -> None:
+    """Raise :class:`CheckpointError` unless every file of ``folder`` is listed in its
+    ``shards.sha256`` and matches its size and SHA-256. Distributed, each rank checks a
+    share of the files and all raise the same error (a collective: every rank calls it)."""
+    problems = _check_share(folder)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, problems)
+        problems = [problem for share in gathered for problem in share]
+    if problems:
+        raise CheckpointError(f"sharded checkpoint {folder}: {'; '.join(sorted(problems)[:4])}")
+
+
+def _check_share(folder: Path) -> list[str]:
+    if not folder.is_dir():
+        return [f"its folder {folder.name} is missing"]
+    try:
+        text = read_bounded(
+            folder / MANIFEST_NAME, "shard checksums", MAX_MANIFEST_BYTES, error=CheckpointError
+        ).decode("ascii")
+        listed = {}
+        for line in text.splitlines():
+            digest, size, name = line.split(" ", 2)
+            listed[name] = (digest, int(size))
+    except (CheckpointError, ValueError, UnicodeDecodeError) as exc:
+        return [f"{MANIFEST_NAME} is missing or malformed ({str(exc)[:120]})"]
+    present = {entry.name for entry in folder.iterdir()} - {MANIFEST_NAME}
+    problems = [f"{name} is missing" for name in sorted(set(listed) - present)]
+    problems += [f"{name} is not in {MANIFEST_NAME}" for name in sorted(present - set(listed))]
+    rank, ranks = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    for index, name in enumerate(sorted(set(listed) & present)):
+        if index % ranks != rank:
+            continue
+        digest, size = listed[name]
+        try:
+            actual, actual_size = file_digest(folder / name)
+        except CheckpointError as exc:
+            problems.append(str(exc))
+            continue
+        if actual_size != size:
+            problems.append(f"{name} is {actual_size} bytes, {MANIFEST_NAME} says {size}")
+        elif actual != digest:
+            problems.append(f"{name} does not match its SHA-256: corrupt")
+    return problems
+
+
+class _DataOnly(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not checkpoint metadata")
+
+
+class DataOnlyReader(FileSystemReader):
+    """DCP's file reader, its ``.metadata`` unpickled as data only (see the module)."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        path = Path(self.path) / ".metadata"
+        data = read_bounded(path, "shard metadata", MAX_METADATA_BYTES, error=CheckpointError)
+        try:
+            metadata = _DataOnly(io.BytesIO(data)).load()
+        except Exception as exc:
+            raise CheckpointError(f"cannot read {path}: {str(exc)[:200]}") from None
+        if not isinstance(metadata, Metadata):
+            raise CheckpointError(f"{path} is not checkpoint metadata")
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+def tensor_entries(folder: Path, keys: list[str]) -> dict[str, TensorStorageMetadata]:
+    """The metadata of the tensors ``keys`` in the shards of ``folder``; a key missing or
+    not a tensor is a :class:`CheckpointError`."""
+    metadata = DataOnlyReader(folder).read_metadata().state_dict_metadata
+    entries = {}
+    for key in keys:
+        entry = metadata.get(key)
+        if not isinstance(entry, TensorStorageMetadata):
+            what = "missing" if entry is None else "not a tensor"
+            raise CheckpointError(f"sharded checkpoint {folder}: {key} is {what} in its shards")
+        entries[key] = entry
+    return entries
