@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,7 @@ from hookbus.engine.checkpoint_io import (
     point_to_newest,
     remove_old,
     save_atomic,
+    write_bytes_atomic,
 )
 from hookbus.engine.errors import CheckpointError, CheckpointWriteError
 from hookbus.engine.shard_files import (
@@ -183,7 +185,8 @@ def _finish(
     listed[".metadata"] = file_digest(partial / ".metadata")
     folder = path.with_name(path.name.removesuffix(".torch") + SHARDS_SUFFIX)
     try:
-        (partial / MANIFEST_NAME).write_text(manifest_text(listed))
+        write_bytes_atomic(partial / MANIFEST_NAME, manifest_text(listed).encode("ascii"))
+        _fsync_folder(partial)
         if folder.exists():
             shutil.rmtree(folder)
         partial.rename(folder)
@@ -195,6 +198,14 @@ def _finish(
         shutil.rmtree(shards_folder(removed), ignore_errors=True)
     logger.debug("sharded checkpoint written: %s (%d files)", path, len(listed))
     return None
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _raise_if(error: str | None, path: Path) -> None:

@@ -18,6 +18,7 @@ from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
 from hookbus.hooks.registry import register_hook
 from hookbus.parts.meters.knn import KnnVote, extract_features, gather_labelled
 from hookbus.parts.models import build_model
+from hookbus.parts.sharding import is_sharded
 
 logger = logging.getLogger("hookbus")
 
@@ -32,6 +33,7 @@ class EvaluationReportHook(Hook):
                   backbone given from Python as it was given) and ``on_end``
                   (the trained encoder); every rank encodes its share of the test
                   split, rank 0 gathers the whole split (its padding left out),
+                  encodes the train split (every rank, for a sharded model),
                   scores it and writes
     reads         ``state.cfg``, ``state.initial_backbone``, ``state.base_model``,
                   the ``"memory"`` (train split) and ``"test"`` loaders,
@@ -102,7 +104,7 @@ class EvaluationReportHook(Hook):
         with torch.no_grad():
             shard = extract_features(model.encode, state.data_loaders["test"], state.device)
             test = gather_labelled(*shard)
-            if state.rank == 0:
+            if state.rank == 0 or is_sharded(model):  # a sharded model's forward is collective
                 train = extract_features(model.encode, state.data_loaders["memory"], state.device)
         model.train(was_training)
         if state.rank == 0:

@@ -1,5 +1,5 @@
-"""Runs of BYOL (a momentum teacher, BatchNorm, AdamW) on the tiny data set, one after
-another in the same processes, for tests/test_fsdp.py.
+"""Runs of BYOL (a momentum teacher, BatchNorm, AdamW), or DINO's ViT, on the tiny data
+set, one after another in the same processes, for tests/test_fsdp.py.
 
     python -m tests.fsdp_job RUNS_JSON
 
@@ -7,9 +7,10 @@ another in the same processes, for tests/test_fsdp.py.
 ``"overrides"`` (more ``key=value``), ``"weights"`` (a file where rank 0 saves the
 model's whole state dict after training, gathered from the shards), ``"start"`` (a
 file where rank 0 saves the whole model and optimizer state right after the resume,
-before training) and ``"stop_after"`` (the run stops after that many epochs, with
+before training), ``"recipe"`` (``dino_digits_vit_tiny``: :data:`VIT`; byol_digits by
+default) and ``"stop_after"`` (the run stops after that many epochs, with
 ``engine.terminate()``: a stop with the plan of ``epochs`` kept). Each trains
-``configs/byol_digits.yaml`` to ``epochs`` epochs in ``dir``, going on from its newest
+``configs/<recipe>.yaml`` to ``epochs`` epochs in ``dir``, going on from its newest
 checkpoint, in one process or on torchrun's ranks.
 """
 
@@ -31,11 +32,8 @@ from torch.distributed.checkpoint.state_dict import (
 from hookbus import Hook, SSLTrainer, default_hooks
 from tests.tiny_data import tiny_recipe
 
-SMALL = (
+RUNS = (
     "data.batch_size=4",
-    "model.backbone.width=4",
-    "model.head.dims=[16,16,8]",
-    "model.predictor.dims=[8,16,8]",
     "checkpoint.phase_frequency=1",
     "checkpoint.keep_last=3",
     "trainer.test_every_num_epochs=100",
@@ -45,6 +43,21 @@ SMALL = (
     "machine.num_threads=1",
 )
 """24 train images in batches of 4: 6 steps an epoch in one process, 3 on two ranks."""
+SMALL = (
+    *RUNS,
+    "model.backbone.width=4",
+    "model.head.dims=[16,16,8]",
+    "model.predictor.dims=[8,16,8]",
+)
+"""BYOL's model shrunk to the tiny images."""
+VIT = (
+    *RUNS,
+    "data.small_views.size=8",
+    "model.backbone.vit.patch_size=4",
+    "model.backbone.vit.activation_checkpointing=true",
+    "model.amp.enabled=true",
+)
+"""DINO's ViT recipe on the tiny images (2x2 patches), its blocks checkpointed, in bf16."""
 
 
 class StopAfter(Hook):
@@ -72,10 +85,11 @@ def whole_state(state: Any, *, optimizer: bool) -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any]) -> None:
+    recipe = spec.get("recipe", "byol_digits")
     cfg = tiny_recipe(
-        "byol_digits",
+        recipe,
         Path(spec["dir"]),
-        *SMALL,
+        *(VIT if recipe == "dino_digits_vit_tiny" else SMALL),
         f"optimizer.num_epochs={spec['epochs']}",
         f"distributed.strategy={spec['strategy']}",
         *spec.get("overrides", ()),

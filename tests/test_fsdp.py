@@ -23,6 +23,7 @@ from hookbus.engine.checkpoint_io import POINTER_NAME, list_checkpoints
 from hookbus.engine.errors import CheckpointError, ConfigError
 from hookbus.engine.sharded_checkpoint import load_whole_checkpoint, shards_folder
 from hookbus.export import export_backbone
+from hookbus.parts.models.pretrained import read_backbone_weights
 from hookbus.parts.sharding import check_strategy
 from tests.fsdp_job import SMALL
 from tests.tiny_data import tiny_recipe
@@ -54,7 +55,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ``split``: 2 epochs, stopped after the 1st, then on to the 2nd in a second run;
     ``bf16``: 1 epoch under bf16 autocast; ``moved``: 1 epoch on two ranks, the 2nd in
     one process, the 3rd on two ranks again (``moved_start.pt``: the whole state the 3rd
-    epoch resumed)."""
+    epoch resumed); ``vit``: DINO's ViT, 1 epoch in bf16 with activation checkpointing."""
     root = tmp_path_factory.mktemp("fsdp")
     _launch(
         {"dir": root / "ddp", "epochs": 2, "strategy": "ddp", "weights": str(root / "ddp.pt")},
@@ -69,6 +70,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "overrides": ["model.amp.enabled=true"],
         },
         {"dir": root / "moved", "epochs": 1, "strategy": "fsdp"},
+        {"dir": root / "vit", "epochs": 1, "strategy": "fsdp", "recipe": "dino_digits_vit_tiny"},
     )
     _copy(root / "moved", root / "moved_at_1")
     SSLTrainer(_config(root / "moved", 2)).train()
@@ -148,6 +150,16 @@ def test_bf16_autocast_trains_with_float32_weights(runs: Path) -> None:
     assert 0 < row["loss"] < 10
 
 
+def test_a_vit_with_checkpointed_blocks_trains_in_bf16_with_float32_weights(runs: Path) -> None:
+    saved = _newest(runs / "vit")
+    blocks = [key for key in saved["model"] if ".encoder_layer_" in key]
+    assert blocks and all(saved["model"][key].dtype == torch.float32 for key in blocks)
+    teacher = saved["hooks"]["momentum_teacher"]["teacher"]
+    assert not torch.equal(teacher[blocks[0]], saved["model"][blocks[0]])
+    row = json.loads((runs / "vit" / "metrics.json").read_text().splitlines()[-1])
+    assert 0 < row["loss"] < 10
+
+
 def test_one_process_resumes_two_ranks_shards_bit_exactly(runs: Path) -> None:
     saved = _newest(runs / "moved_at_1")
     state = SSLTrainer(_config(runs / "moved_at_1", 2)).setup()
@@ -180,6 +192,13 @@ def test_export_of_a_sharded_checkpoint_equals_the_trained_backbone(
     }
     assert backbone.keys() == exported.keys()
     assert all(torch.equal(exported[key], value) for key, value in backbone.items())
+
+
+def test_linear_evaluation_reads_the_backbone_of_a_sharded_checkpoint(runs: Path) -> None:
+    read = read_backbone_weights(runs / "fsdp" / POINTER_NAME)
+    weights = _load(runs / "fsdp.pt")
+    assert read.keys() == {key.removeprefix("backbone.") for key in weights if "backbone." in key}
+    assert all(torch.equal(value, weights[f"backbone.{key}"]) for key, value in read.items())
 
 
 def _corrupt_newest_shard(run_dir: Path) -> Path:

@@ -8,8 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from hookbus.engine.bounded_files import check_regular
-from hookbus.engine.checkpoint_io import FORMAT, load_verified_checkpoint
+from hookbus.engine.checkpoint_io import FORMAT
 from hookbus.engine.errors import CheckpointError
+from hookbus.engine.sharded_checkpoint import load_whole_checkpoint
 
 BACKBONE_PREFIX = "backbone."
 """Prefix of the backbone's keys in an SSL model's state dict."""
@@ -42,7 +43,7 @@ def read_backbone_weights(path: Path) -> dict[str, Tensor]:
     except Exception as exc:
         raise CheckpointError(f"cannot load weights from {path}: {exc}") from exc
     if isinstance(loaded, dict) and loaded.get("format") == FORMAT:
-        weights = backbone_state_dict(load_verified_checkpoint(path)["model"])
+        weights = backbone_state_dict(load_whole_checkpoint(path)["model"])
         if not weights:
             raise CheckpointError(f"checkpoint {path} holds no backbone weights")
         return weights
