@@ -29,26 +29,26 @@ def export_backbone(
 
     The file is a plain state dict (``torch.save`` of ``{name: tensor}``) keyed as the
     backbone's own module: ``torchvision.models.resnet50().load_state_dict`` (or
-    ``resnet18``, or :class:`hookbus.parts.models.SmallCNN` with the recipe's width) loads it
-    without edits. A ResNet has no classifier in training, so ``fc.weight``
-    (``[num_classes, features]``) and ``fc.bias`` are added as zeros: replace or train
-    that layer for a task. A ResNet trained with ``model.backbone.small_stem`` loads
-    into a torchvision model whose ``conv1`` is a 3x3 stride-1 convolution and whose
-    ``maxpool`` is ``nn.Identity()``. A ViT (``vit_*``) gets a zero ``heads.head`` and
-    loads into torchvision's ``VisionTransformer`` built with the run's sizes (see
-    :func:`hookbus.parts.models.vit.torchvision_vit`); a ``tv:<name>`` model gets its
-    last Linear layer back as zeros and loads into ``torchvision.models.get_model(name,
+    ``resnet18``, or :class:`hookbus.parts.models.SmallCNN` with the recipe's width) loads
+    it without edits. A ResNet has no classifier in training, so ``fc.weight``
+    (``[num_classes, features]``) and ``fc.bias`` are added as zeros: replace or train that
+    layer for a task. A ResNet trained with ``model.backbone.small_stem`` loads into a
+    torchvision model whose ``conv1`` is a 3x3 stride-1 convolution and whose ``maxpool`` is
+    ``nn.Identity()``. A ViT (``vit_*``) gets a zero ``heads.head`` and loads into
+    torchvision's ``VisionTransformer`` built with the run's sizes (see
+    :func:`hookbus.parts.models.vit.torchvision_vit`); a ``tv:<name>`` model gets its last
+    Linear layer back as zeros and loads into ``torchvision.models.get_model(name,
     num_classes=num_classes)``; both with a matching first convolution when
-    ``model.backbone.in_channels`` is not 3. The checkpoint must match its checksum file,
-    as on resume (a FIFO or a device is refused before it is opened; a sharded checkpoint,
-    of ``distributed.strategy: fsdp``, its shards too, whose tensors are read whole). ``out`` may not be
-    the checkpoint or any file a run keeps in a run directory, by any path (a link, a
-    hard link, ``..``), nor a directory or a device: :class:`UserError`, before anything
-    is read. The file is written through a temporary file in its folder, fsynced, its size
-    checked, and renamed into place: :class:`OutputWriteError` when that fails (a full
-    disk, a read-only folder), with nothing left behind. A backbone given
-    to ``SSLTrainer`` from Python is exported keyed as that module, nothing added: its
-    class's ``load_state_dict`` takes the file.
+    ``model.backbone.in_channels`` is not 3. The checkpoint must match its checksum file, as
+    on resume (a FIFO or a device is refused before it is opened; a sharded checkpoint, of
+    ``distributed.strategy: fsdp``, its shards too, whose tensors are read whole). ``out``
+    may not be the checkpoint or any file a run keeps in a run directory, by any path (a
+    link, a hard link, ``..``), nor a directory or a device: :class:`UserError`, before
+    anything is read. The file is written through a temporary file in its folder, fsynced,
+    its size checked, and renamed into place: :class:`OutputWriteError` when that fails (a
+    full disk, a read-only folder), with nothing left behind. A backbone given to
+    ``SSLTrainer`` from Python is exported keyed as that module, nothing added: its class's
+    ``load_state_dict`` takes the file.
     """
     if out.is_dir():
         raise UserError(f"{out} is a directory: give the path of the file to write (.pth)")
