@@ -29,7 +29,7 @@ from hookbus.hooks.defaults import method_hooks
 from hookbus.hooks.registry import HOOKS
 from hookbus.parts.losses.build import LOSSES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 METHOD_NAMES = re.compile(
     r"simclr|moco|byol|swav|dino|barlow|vicreg|simsiam|nnclr|mae|nt_xent", re.IGNORECASE
 )
