@@ -17,7 +17,7 @@ from ignite.metrics import Metric
 
 RECORD_KEYS = ("phase_idx", "phase", "train", "train_phase_idx", "iteration", "loss")
 """The keys hookbus's phase record sets itself (``metrics.json``, ``state.history``:
-:func:`hookbus.hooks.run_stats.phase_record`), beside the metrics."""
+:meth:`hookbus.engine.state.RunState.phase_record`), beside the metrics."""
 
 IGNITE_METRIC_PREFIX = "ignite/"
 """What an ignite metric named like a key hookbus records (:func:`taken_metric_names`)
