@@ -76,7 +76,9 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _method_parts(self) -> Config:
-        """The model parts each method's loss reads must be configured."""
+        """The recipe fits the method that ``loss.name`` selects (its entry's parts, views
+        and rules; :func:`~hookbus.engine.methods.check_method`), or the evaluation protocol
+        that ``cross_entropy`` trains."""
         model, loss = self.model, self.loss.name
         default_views = None if loss == CLASSIFIER_LOSS else Views()
         check_method(self, method_of(loss), default_views)
