@@ -261,11 +261,13 @@ def test_the_methods_table_of_the_docs_is_the_registry() -> None:
     assert hook_names == expected
 
 
-def test_the_config_validates_a_method_without_torch() -> None:
+def test_the_config_package_imports_and_validates_a_method_without_torch() -> None:
     script = """
-import sys
+import importlib, pkgutil, sys
 sys.modules["torch"] = None
-from hookbus.engine.config import Config
+import hookbus.engine.config
+for module in pkgutil.iter_modules(hookbus.engine.config.__path__):
+    importlib.import_module("hookbus.engine.config." + module.name)
 from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import ConfigError
 cfg = validate_config({"loss": {"name": "moco", "moco": {"queue_size": 8}}})
@@ -278,3 +280,85 @@ except ConfigError as error:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["8", "True"]
+
+
+def test_every_module_of_the_config_package_is_short() -> None:
+    lengths = {
+        path.name: len(path.read_text().splitlines())
+        for path in (ROOT / "engine" / "config").glob("*.py")
+    }
+    assert len(lengths) >= 13
+    assert max(lengths.values()) <= 400, lengths
+
+
+def test_every_name_the_config_module_had_still_imports_from_it() -> None:
+    import hookbus.engine.config as config_package
+
+    names = [
+        "Section",
+        "Size",
+        "Positive",
+        "Decay",
+        "MAX_PIXELS",
+        "MomentumSchedule",
+        "TrainerConfig",
+        "AugmentConfig",
+        "SmallViewsConfig",
+        "ViewAugmentConfig",
+        "TorchvisionAugmentConfig",
+        "ImageFolderConfig",
+        "SyntheticDataConfig",
+        "DataConfig",
+        "CudaCacheConfig",
+        "AmpConfig",
+        "CompileConfig",
+        "ViTConfig",
+        "BackboneConfig",
+        "HeadConfig",
+        "PredictorConfig",
+        "PrototypesConfig",
+        "LinearEvalConfig",
+        "FineTuneConfig",
+        "MaeDecoderConfig",
+        "ModelConfig",
+        "MocoConfig",
+        "ByolConfig",
+        "MocoV3Config",
+        "SwavConfig",
+        "DinoConfig",
+        "BarlowTwinsConfig",
+        "VicregConfig",
+        "NnclrConfig",
+        "CrossEntropyConfig",
+        "MaeConfig",
+        "LossConfig",
+        "OptimizerConfig",
+        "KnnMeterConfig",
+        "AccuracyMeterConfig",
+        "CollapseMeterConfig",
+        "MetersConfig",
+        "CheckpointConfig",
+        "EnabledHook",
+        "NanCheckConfig",
+        "EvaluationReportConfig",
+        "OnlineProbeConfig",
+        "ExtraHookConfig",
+        "WandbConfig",
+        "MlflowConfig",
+        "HooksConfig",
+        "DistributedConfig",
+        "MachineConfig",
+        "FromPythonConfig",
+        "Config",
+    ]
+    missing = [name for name in names if getattr(config_package, name, None) is None]
+    assert missing == []
+
+
+def test_linear_evaluation_and_fine_tuning_share_their_classifier_settings() -> None:
+    from hookbus.engine.config import FineTuneConfig, LinearEvalConfig
+
+    shared = ["enabled", "num_classes", "feature_norm", "checkpoint"]
+    assert list(LinearEvalConfig.model_fields) == shared
+    assert list(FineTuneConfig.model_fields)[:4] == shared
+    assert (LinearEvalConfig().feature_norm, FineTuneConfig().feature_norm) == (True, False)
