@@ -99,6 +99,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
   hookbus embed runs/simclr_photos/checkpoint.torch a.jpg b.jpg --out two.csv --device cpu
 """,
     ),
+    "shard": (
+        "write an image folder as MDS shards (labels and class names kept) for "
+        "data.name: shards (the optional extra: pip install 'hookbus[shards]')",
+        """\
+  hookbus shard photos/train shards/train          # then data.shards.path=shards/train
+  hookbus shard photos/train shards/train --shard-bytes 134217728
+""",
+    ),
     "plot": (
         "redraw a run's curves (loss, learning rate, meters) from its run directory",
         """\
@@ -143,6 +151,15 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("out", help="where to write the state dict (.pth)")
         elif name == "embed":
             _embed_arguments(command)
+        elif name == "shard":
+            command.add_argument("folder", metavar="FOLDER", help="a folder of class folders")
+            command.add_argument("out", metavar="OUT", help="a new or empty folder")
+            command.add_argument(
+                "--shard-bytes",
+                type=int,
+                default=64 << 20,
+                help="most bytes a shard holds (64 MiB)",
+            )
         elif name == "sbatch":
             _sbatch_arguments(command)
         elif name == "recipes":
