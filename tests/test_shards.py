@@ -207,3 +207,21 @@ def test_without_the_streaming_library_shards_name_the_extra(
     cfg = load_config(RECIPE, [*SMALL, f"data.shards.path={shards}"])
     with pytest.raises(ConfigError, match=r"pip install 'hookbus\[shards\]'"):
         datasets.DATASETS.get("shards")(cfg.data)
+
+
+def test_the_throughput_benchmark_reads_every_photo_from_the_folder_and_the_shards(
+    tmp_path: Path,
+) -> None:
+    from benchmarks.bench_shards import contenders
+    from benchmarks.photo_folder import write_photo_folder
+
+    folder = write_photo_folder(tmp_path / "photos", 4, size=(60, 45))
+    write_shards(folder, tmp_path / "shards")
+    rates = contenders(folder, tmp_path / "shards", batch_size=2, workers=0)
+    assert sorted(rates) == [
+        "folder crop_first",
+        "folder torchvision",
+        "shards crop_first",
+        "shards torchvision",
+    ]
+    assert all(rate() > 0 for rate in rates.values())
