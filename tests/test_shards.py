@@ -4,6 +4,7 @@ from them, the streaming library's order is deterministic, and resume is exact."
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,32 @@ def test_a_remote_file_that_cannot_be_fetched_is_one_line_naming_it(
         DataError, match=r"^cannot fetch s3://bucket/train/index.json: no route to host$"
     ):
         ShardDataset("s3://bucket/train", tmp_path / "cache")
+
+
+@pytest.mark.parametrize(
+    ("index", "message"),
+    [
+        ({"version": 2}, "not shards written by hookbus shard (KeyError: 'shards')"),
+        ("[1, 2]", "not shards written by hookbus shard (TypeError"),
+    ],
+)
+def test_an_index_that_is_not_a_shard_index_is_one_line(
+    index: object, message: str, shards: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / CLASSES_FILE).write_text((shards / CLASSES_FILE).read_text())
+    (folder / "index.json").write_text(index if isinstance(index, str) else json.dumps(index))
+    with pytest.raises(DataError, match=re.escape(message)):
+        ShardDataset(str(folder), None)
+
+
+def test_a_shard_file_name_that_leaves_the_folder_is_refused(shards: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / CLASSES_FILE).write_text((shards / CLASSES_FILE).read_text())
+    index = json.loads((shards / "index.json").read_text())
+    index["shards"][0]["raw_data"]["basename"] = "../../elsewhere.mds"
+    (folder / "index.json").write_text(json.dumps(index))
+    with pytest.raises(DataError, match=r"shard file name '../../elsewhere.mds' is not a name"):
+        ShardDataset(str(folder), None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import itertools
 import json
 import os
 import re
@@ -70,13 +71,24 @@ class ShardDataset(Dataset):
             )
         self.local = str(cache) if self.remote is not None else location
         self.location = location
-        index = json.loads(Path(self._fetch(INDEX_FILE)).read_text())
-        self.classes: list[str] = json.loads(Path(self._fetch(CLASSES_FILE)).read_text())["classes"]
-        self.readers = [reader_from_json(self.local, None, shard) for shard in index["shards"]]
+        try:
+            index = json.loads(Path(self._fetch(INDEX_FILE)).read_text())
+            self.classes: list[str] = json.loads(Path(self._fetch(CLASSES_FILE)).read_text())[
+                "classes"
+            ]
+            self.readers = [reader_from_json(self.local, None, shard) for shard in index["shards"]]
+            for reader in self.readers:
+                reader.validate(allow_unsafe_types=False)  # refuses pickled columns: code
+        except (KeyError, TypeError, ValueError, AssertionError) as exc:
+            raise DataError(
+                f"{location}: not shards written by hookbus shard ({type(exc).__name__}: {exc})"
+            ) from None
         for reader in self.readers:
-            reader.validate(allow_unsafe_types=False)  # refuses pickled columns: code
+            for raw, _ in reader.file_pairs:
+                if raw.basename != os.path.basename(raw.basename) or raw.basename in ("", ".."):
+                    raise DataError(f"{location}: shard file name {raw.basename!r} is not a name")
         self.shard_sizes = [reader.samples for reader in self.readers]
-        self.starts = [sum(self.shard_sizes[:i]) for i in range(len(self.readers))]
+        self.starts = [0, *itertools.accumulate(self.shard_sizes)][:-1]
         self.size = sum(self.shard_sizes)
 
     def _fetch(self, name: str) -> str:
