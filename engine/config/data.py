@@ -144,6 +144,25 @@ class ImageFolderConfig(Section):
     )
 
 
+class ShardsConfig(Section):
+    """Where the ``shards`` data set reads its MDS shards (written by ``hookbus shard``)."""
+
+    path: str | None = Field(
+        None, description="train shards: a folder written by hookbus shard, or its s3:// URL"
+    )
+    test_path: str | None = Field(None, description="test shards, the same classes; None: path")
+    cache_dir: Path | None = Field(
+        None, description="where shards read from an s3:// URL are kept (needed for one)"
+    )
+    canonical_nodes: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="the groups of shards the shuffle keeps together; the train order is a "
+        "function of it and trainer.seed, not of the number of ranks: keep it for a run",
+    )
+
+
 class SyntheticDataConfig(Section):
     """The generated ``synthetic`` data set: one oriented stripe pattern per class."""
 
@@ -194,6 +213,7 @@ class DataConfig(Section):
     augment: AugmentConfig = Field(default_factory=AugmentConfig)
     torchvision: TorchvisionAugmentConfig = Field(default_factory=TorchvisionAugmentConfig)
     folder: ImageFolderConfig = Field(default_factory=ImageFolderConfig)
+    shards: ShardsConfig = Field(default_factory=ShardsConfig)
     synthetic: SyntheticDataConfig = Field(default_factory=SyntheticDataConfig)
 
     @model_validator(mode="after")
