@@ -280,12 +280,7 @@ class SSLTrainer:
         engine.fire_event(Events.STARTED)
         ended = self._run_phases(start)
         if ended is PhaseEnd.PREEMPTED:
-            raise PreemptedError(
-                f"stopped by {state.stop_requested} in "
-                f"{phase_label(state.phase_idx, len(state.phases))} after step "
-                f"{state.batches} (train iteration {state.iteration}); run the same "
-                "command again to resume"
-            )
+            raise PreemptedError(preempted_line(state))
         if ended is PhaseEnd.STOPPED:
             if sweep is None:
                 logger.warning("%s", stop_line(state))
@@ -565,6 +560,16 @@ def stop_line(state: RunState) -> str:
     return (
         f"stopped early by {state.stopped_by} {where} (train iteration {state.iteration}); "
         "the run counts as finished: run again with trainer.resume_stopped=true to go on"
+    )
+
+
+def preempted_line(state: RunState) -> str:
+    """One line on a run stopped by a preemption signal after its step's checkpoint:
+    by what, where, and how to go on."""
+    return (
+        f"stopped by {state.stop_requested} in "
+        f"{phase_label(state.phase_idx, len(state.phases))} after step {state.batches} "
+        f"(train iteration {state.iteration}); run the same command again to resume"
     )
 
 
