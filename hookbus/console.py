@@ -107,14 +107,24 @@ def _handler(level: int) -> logging.Handler:
     return handler
 
 
-def setup_console(quiet: bool) -> None:
-    """The command line's logging: the ``hookbus`` logger to standard output, INFO (or
-    WARNING when ``quiet``), not passed on to the root logger."""
+@contextmanager
+def console(quiet: bool) -> Iterator[None]:
+    """The command line's logging inside the block: the ``hookbus`` logger to standard
+    output, INFO (or WARNING when ``quiet``), not passed on to the root logger. After the
+    block the logger is as it was, so that ``main()`` called in a process (a test, a
+    notebook) leaves no handler on a stream that may be closed by then."""
+    saved = (list(logger.handlers), logger.level, logger.propagate)
     for old in [h for h in logger.handlers if h.get_name() == CONSOLE_HANDLER]:
         logger.removeHandler(old)
     logger.addHandler(_handler(logging.WARNING if quiet else logging.INFO))
     logger.setLevel(logging.INFO)
     logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]
 
 
 def logging_configured() -> bool:
