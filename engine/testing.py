@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ignite.engine import Engine
-
 from hookbus.engine.bus import BusEngine
 from hookbus.engine.events import SSLEvents
+from hookbus.engine.run_engine import RunEngine
 from hookbus.engine.state import RunState
 
 
-def _no_step(engine: Engine, batch: Any) -> None:
+def _no_step(engine: RunEngine, batch: Any) -> None:
     return None
 
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from ignite.engine import Engine
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.phases import phase_label
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
@@ -139,14 +139,14 @@ class NanCheckHook(Hook):
             state_frequency=cfg.checkpoint.iter_frequency,
         )
 
-    def on_loss_and_meter(self, engine: Engine) -> None:
+    def on_loss_and_meter(self, engine: RunEngine) -> None:
         state: Any = engine.state
         self._pending.append(_step_of(state, state.loss))
         step = self._pending[-1]
         if (step.iteration if step.train else step.step) % self.check_frequency == 0:
             self._check_losses()
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         state: Any = engine.state
         if state.stop_requested:
             self._check_losses()
@@ -156,7 +156,7 @@ class NanCheckHook(Hook):
         elif self.state_frequency and self.every_n_train_iterations(engine, self.state_frequency):
             self._check_tensors(engine, f"after train iteration {state.iteration}")
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         self._check_losses()
         state: Any = engine.state
         if state.train:
@@ -167,7 +167,7 @@ class NanCheckHook(Hook):
                 f"train iteration {state.iteration}",
             )
 
-    def on_end(self, engine: Engine) -> None:
+    def on_end(self, engine: RunEngine) -> None:
         state: Any = engine.state
         if getattr(state, "stopped_by", None) is not None:
             self._check_losses()
@@ -193,7 +193,7 @@ class NanCheckHook(Hook):
                 "temperature near 0 or a learning rate too high?)"
             )
 
-    def _check_tensors(self, engine: Engine, when: str) -> None:
+    def _check_tensors(self, engine: RunEngine, when: str) -> None:
         if not self.check_state:
             return
         tensors = _model_and_optimizer_tensors(engine.state)

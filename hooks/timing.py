@@ -6,11 +6,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ignite.engine import Engine
-
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ class TimingHook(Hook):
         """The timing hook on the wall clock (the config has no timing keys)."""
         return cls()
 
-    def on_phase_start(self, engine: Engine) -> None:
+    def on_phase_start(self, engine: RunEngine) -> None:
         now = self.clock()
         if self._mark is not None:
             self._seconds[_kind(engine.state.train)] += now - self._mark
@@ -92,7 +91,7 @@ class TimingHook(Hook):
         self._batch_sum = 0.0
         self._data_sum = 0.0
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         state = engine.state
         now = self.clock()
         kind = _kind(state.train)
