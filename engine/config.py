@@ -3,40 +3,69 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
-Size = Annotated[int, Field(ge=1, le=65_536)]
-"""A layer width or a count of features: 1 to 65536."""
+from hookbus.engine.methods import (
+    MethodSpec,
+    Views,
+    check_method,
+    default_method,
+    load_methods,
+    method_of,
+)
+from hookbus.engine.section import MAX_PIXELS, Decay, Positive, Section, Size
+from hookbus.engine.section import MomentumSchedule as MomentumSchedule
 
-Positive = Annotated[float, Field(gt=0)]
-"""A number above zero (a standard deviation to divide by)."""
+METHOD_ENTRIES = load_methods()
+"""The SSL methods (``hookbus.methods``), whose sections join ``loss`` and ``model``."""
 
-Decay = Annotated[float, Field(ge=0, lt=1)]
-"""A decay rate of a running average: 0 to just below 1."""
-
-MAX_PIXELS = 4096
-"""Largest image side accepted, in pixels (a 4096x4096 RGB float image is 200 MB)."""
+CLASSIFIER_LOSS = "cross_entropy"
+"""The loss of the two evaluation protocols (linear evaluation, fine-tuning): not an SSL
+method, it trains a classifier on one view of each image."""
 
 
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, values are checked on set."""
+def __getattr__(name: str) -> type[Section]:
+    """The methods' section classes by name (``MocoConfig``), as this module had them."""
+    for spec in METHOD_ENTRIES:
+        own = spec.model_section
+        for section in (spec.section, own.section if own else None):
+            if section is not None and section.__name__ == name:
+                return section
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
-    def changed_keys(self) -> list[str]:
-        """The keys whose value differs from their default, in field order; a nested
-        section's as ``section.key``. A key set to its default value is not changed."""
-        changed = []
-        for name, field in type(self).model_fields.items():
-            value = getattr(self, name)
-            default = field.get_default(call_default_factory=True)
-            if isinstance(value, Section) and type(value) is type(default):
-                changed += [f"{name}.{key}" for key in value.changed_keys()]
-            elif value != default:
-                changed.append(name)
-        return changed
+def loss_names(methods: list[MethodSpec]) -> str:
+    """The ``loss.name`` values, for its description: each method's name, with its title
+    where the name does not spell it (``nt_xent (SimCLR)``), then the classifier's."""
+    names = []
+    for spec in methods:
+        spelled = spec.name.replace("_", "") in spec.title.lower().replace(" ", "")
+        names.append(spec.name if spelled else f"{spec.name} ({spec.title})")
+    return ", ".join([*names, f"{CLASSIFIER_LOSS} (linear eval, fine-tuning)"])
+
+
+def method_loss_sections(base: type[Section], methods: list[MethodSpec]) -> type[Section]:
+    """``base`` with the methods' settings: each method's ``loss_fields``, then its
+    ``section`` as ``loss.<name>``, in the methods' order."""
+    fields: dict[str, Any] = {}
+    for spec in methods:
+        fields |= spec.loss_fields
+    for spec in methods:
+        if spec.section is not None:
+            fields[spec.name] = (spec.section, Field(default_factory=spec.section))
+    return create_model("MethodLosses", __base__=base, __module__=__name__, **fields)
+
+
+def method_model_sections(base: type[Section], methods: list[MethodSpec]) -> type[Section]:
+    """``base`` with the model sections of the methods that have one (``model.<key>``)."""
+    fields = {
+        own.key: (own.section, Field(default_factory=own.section, description=own.description))
+        for spec in methods
+        if (own := spec.model_section) is not None
+    }
+    return create_model("MethodModels", __base__=base, __module__=__name__, **fields)
 
 
 class TrainerConfig(Section):
@@ -567,41 +596,21 @@ class FineTuneConfig(Section):
     )
 
 
-class MaeDecoderConfig(Section):
-    """MAE's light decoder: transformer blocks from the encoded visible patches and mask
-    tokens to the pixels of every patch (built only when ``loss.name`` is ``mae``)."""
+class ModelParts(Section):
+    """The model's parts that every method may have: the backbone, the heads on top of
+    it, and the two evaluation protocols."""
 
-    width: int = Field(
-        512, ge=4, le=8192, description="token width of the decoder (a multiple of 4 and of heads)"
-    )
-    depth: int = Field(8, ge=1, le=64, description="transformer blocks of the decoder")
-    heads: int = Field(16, ge=1, le=128, description="attention heads of the decoder")
-    mlp_dim: int | None = Field(
-        None, ge=1, le=32_768, description="hidden size of each block's MLP; None: 4 x width"
-    )
-
-    @model_validator(mode="after")
-    def _width_fits(self) -> MaeDecoderConfig:
-        if self.width % self.heads:
-            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
-        if self.width % 4:
-            raise ValueError(
-                f"width ({self.width}) must be a multiple of 4: the fixed 2-D sine-cosine "
-                "position embedding gives each axis a sine and a cosine half"
-            )
-        return self
-
-
-class ModelConfig(Section):
     backbone: BackboneConfig = Field(default_factory=BackboneConfig)
     head: HeadConfig = Field(default_factory=HeadConfig)
     predictor: PredictorConfig = Field(default_factory=PredictorConfig)
     prototypes: PrototypesConfig = Field(default_factory=PrototypesConfig)
     linear_eval: LinearEvalConfig = Field(default_factory=LinearEvalConfig)
     fine_tune: FineTuneConfig = Field(default_factory=FineTuneConfig)
-    mae_decoder: MaeDecoderConfig = Field(
-        default_factory=MaeDecoderConfig, description="loss.name mae: the decoder's sizes"
-    )
+
+
+class ModelRuntime(Section):
+    """How the model runs: precision, memory format, CUDA cache, compilation."""
+
     amp: AmpConfig = Field(default_factory=AmpConfig)
     channels_last: bool = Field(
         False,
@@ -610,126 +619,6 @@ class ModelConfig(Section):
     )
     cuda_cache: CudaCacheConfig = Field(default_factory=CudaCacheConfig)
     compile: CompileConfig = Field(default_factory=CompileConfig)
-
-
-class MomentumSchedule(Section):
-    """An EMA momentum rising from ``momentum`` to ``final_momentum`` on a half cosine over
-    the run's train iterations."""
-
-    momentum: float = Field(0.99, ge=0, le=1, description="EMA momentum at the first step")
-    final_momentum: float = Field(1.0, ge=0, le=1, description="EMA momentum at the last step")
-
-
-class MocoConfig(MomentumSchedule):
-    """MoCo v2: the momentum key encoder and the queue of keys."""
-
-    temperature: float = Field(0.2, ge=1e-3, le=100, description="softmax temperature")
-    queue_size: int = Field(1024, ge=1, le=10**7, description="keys kept as negatives")
-    shuffle_bn: bool = Field(
-        True,
-        description=(
-            "with several ranks, the key encoder's BatchNorm sees a shuffled share of the "
-            "global batch (shuffle-BN), so its statistics do not pair queries with keys"
-        ),
-    )
-
-
-class ByolConfig(MomentumSchedule):
-    """BYOL: the target network, an EMA of the online backbone and projector."""
-
-
-class MocoV3Config(MomentumSchedule):
-    """MoCo v3: the momentum encoder (an EMA of backbone and projector) gives the keys of
-    the global batch for the online predictor's queries; no queue."""
-
-    temperature: float = Field(
-        0.2, ge=1e-3, le=100, description="softmax temperature tau (the loss is scaled by 2 tau)"
-    )
-
-
-class SwavConfig(Section):
-    """SwAV: swapped prediction of Sinkhorn-Knopp codes."""
-
-    temperature: float = Field(
-        0.1, ge=1e-3, le=100, description="softmax temperature of the predictions"
-    )
-    epsilon: float = Field(
-        0.05, ge=1e-4, le=100, description="Sinkhorn-Knopp entropy regularisation"
-    )
-    sinkhorn_iterations: int = Field(3, ge=1, le=1000, description="Sinkhorn-Knopp iterations")
-    assign_views: int = Field(2, ge=1, le=64, description="the first N views get codes")
-    freeze_prototypes_iterations: int = Field(
-        0, ge=0, le=10**9, description="prototypes get no update in the first N train iterations"
-    )
-    queue_size: int = Field(
-        0, ge=0, le=10**7, description="embeddings queued per assigned view; 0: off"
-    )
-    queue_start_epoch: int = Field(
-        0, ge=0, le=100_000, description="first epoch (0-based) with a queue"
-    )
-
-
-class DinoConfig(MomentumSchedule):
-    """DINO: self-distillation with a momentum teacher, centering and sharpening."""
-
-    student_temperature: float = Field(
-        0.1, ge=1e-3, le=100, description="student softmax temperature"
-    )
-    teacher_temperature: float = Field(
-        0.04, ge=1e-3, le=100, description="teacher temperature after warm-up"
-    )
-    warmup_teacher_temperature: float = Field(
-        0.04, ge=1e-3, le=100, description="teacher temperature at the first epoch"
-    )
-    warmup_teacher_epochs: int = Field(
-        0, ge=0, le=100_000, description="epochs of linear teacher-temperature warm-up"
-    )
-    center_momentum: float = Field(0.9, ge=0, lt=1, description="EMA momentum of the center")
-    global_views: int = Field(
-        2, ge=1, le=64, description="the first N views go through the teacher"
-    )
-    freeze_last_layer_epochs: int = Field(
-        1, ge=0, le=100_000, description="the last layer (prototypes) gets no update for N epochs"
-    )
-
-
-class BarlowTwinsConfig(Section):
-    """Barlow Twins: the cross-correlation of two views driven toward the identity."""
-
-    lambd: float = Field(
-        0.005, ge=0, le=100, description="lambda, the weight of the off-diagonal terms"
-    )
-    eps: float = Field(1e-5, gt=0, le=1, description="variance epsilon of the BatchNorm")
-
-
-class VicregConfig(Section):
-    """VICReg: invariance, variance and covariance terms, weighted as in the paper."""
-
-    sim_coeff: float = Field(
-        25.0, ge=0, le=10_000, description="lambda, the weight of the invariance (MSE) term"
-    )
-    std_coeff: float = Field(
-        25.0,
-        ge=0,
-        le=10_000,
-        description="mu, the weight of the variance (std hinge) terms, averaged over the "
-        "two branches as in the authors' code",
-    )
-    cov_coeff: float = Field(
-        1.0, ge=0, le=10_000, description="nu, the weight of the covariance terms"
-    )
-
-
-class NnclrConfig(Section):
-    """NNCLR: the nearest neighbour in a support set of earlier embeddings as the positive."""
-
-    temperature: float = Field(0.1, ge=1e-3, le=100, description="softmax temperature tau")
-    queue_size: int = Field(
-        98_304,
-        ge=1,
-        le=10**7,
-        description="embeddings in the support set (the first view's, of every rank)",
-    )
 
 
 class CrossEntropyConfig(Section):
@@ -744,37 +633,35 @@ class CrossEntropyConfig(Section):
     )
 
 
-class MaeConfig(Section):
-    """MAE: reconstruct the pixels of randomly masked patches from the visible ones."""
-
-    mask_ratio: float = Field(
-        0.75, gt=0, lt=1, description="fraction of each image's patches masked (not encoded)"
-    )
-    norm_pix_loss: bool = Field(
-        True,
-        description="regress each patch's pixels normalised by their own mean and standard "
-        "deviation, not the raw pixels",
-    )
-
-
-class LossConfig(Section):
+class LossName(Section):
     name: str = Field(
-        "nt_xent",
+        default_method().name,
         description="loss, by its registered name; it selects the method and its hooks: "
-        "nt_xent (SimCLR), moco, moco_v3, byol, swav, dino, barlow_twins, vicreg, simsiam, "
-        "nnclr, mae, cross_entropy (linear eval, fine-tuning)",
+        + loss_names(METHOD_ENTRIES),
     )
-    temperature: float = Field(0.5, ge=1e-3, le=100, description="softmax temperature (nt_xent)")
-    moco: MocoConfig = Field(default_factory=MocoConfig)
-    byol: ByolConfig = Field(default_factory=ByolConfig)
-    moco_v3: MocoV3Config = Field(default_factory=MocoV3Config)
-    swav: SwavConfig = Field(default_factory=SwavConfig)
-    dino: DinoConfig = Field(default_factory=DinoConfig)
-    barlow_twins: BarlowTwinsConfig = Field(default_factory=BarlowTwinsConfig)
-    vicreg: VicregConfig = Field(default_factory=VicregConfig)
-    nnclr: NnclrConfig = Field(default_factory=NnclrConfig)
-    mae: MaeConfig = Field(default_factory=MaeConfig)
+
+
+class ClassifierLoss(Section):
     cross_entropy: CrossEntropyConfig = Field(default_factory=CrossEntropyConfig)
+
+
+if TYPE_CHECKING:
+
+    class ModelConfig(ModelRuntime, ModelParts):
+        def __getattr__(self, key: str) -> Any:
+            """The model sections of the methods (``model.<key>``)."""
+
+    class LossConfig(ClassifierLoss, LossName):
+        def __getattr__(self, key: str) -> Any:
+            """The methods' settings (``loss.<method>``, ``loss.<key>``)."""
+
+else:
+
+    class ModelConfig(ModelRuntime, method_model_sections(ModelParts, METHOD_ENTRIES)):
+        pass
+
+    class LossConfig(ClassifierLoss, method_loss_sections(LossName, METHOD_ENTRIES)):
+        pass
 
 
 class OptimizerConfig(Section):
@@ -1133,31 +1020,20 @@ class Config(Section):
     def _method_parts(self) -> Config:
         """The model parts each method's loss reads must be configured."""
         model, loss = self.model, self.loss.name
-        if loss in ("byol", "simsiam", "moco_v3", "nnclr") and not model.predictor.dims:
-            raise ValueError(f"loss.name {loss} needs a predictor: set model.predictor.dims")
-        if loss in ("swav", "dino") and not model.prototypes.count:
-            raise ValueError(f"loss.name {loss} needs prototypes: set model.prototypes.count")
-        if loss == "mae":
-            self._mae_parts()
-        else:
-            self._no_mae_decoder()
-            if loss != "cross_entropy" and self.data.num_views < 2:
-                raise ValueError(
-                    f"loss.name {loss} compares views of each image: data.num_views must be "
-                    f"at least 2 (got {self.data.num_views})"
-                )
+        default_views = None if loss == CLASSIFIER_LOSS else Views()
+        check_method(self, method_of(loss), default_views)
         if model.linear_eval.enabled and model.fine_tune.enabled:
             raise ValueError(
                 "model.linear_eval.enabled and model.fine_tune.enabled are two evaluation "
                 "protocols (a frozen backbone, a trained one): enable one of them"
             )
         if model.fine_tune.enabled:
-            if loss != "cross_entropy":
+            if loss != CLASSIFIER_LOSS:
                 raise ValueError(
                     "model.fine_tune.enabled and loss.name cross_entropy go together: "
                     "fine-tuning trains the backbone and a classifier with the cross-entropy loss"
                 )
-        elif model.linear_eval.enabled != (loss == "cross_entropy"):
+        elif model.linear_eval.enabled != (loss == CLASSIFIER_LOSS):
             raise ValueError(
                 "model.linear_eval.enabled and loss.name cross_entropy go together: "
                 "linear evaluation trains a classifier with the cross-entropy loss "
@@ -1187,43 +1063,6 @@ class Config(Section):
                 f"{protocol}.enabled trains the classifier on one view of each image: set "
                 "data.num_views=1 and data.small_views.count=0 (got "
                 f"{data.num_views} and {data.small_views.count})"
-            )
-
-    def _mae_parts(self) -> None:
-        """MAE encodes the visible patches of one view of each image with a ViT and has
-        no projection head, predictor or prototypes."""
-        data, model = self.data, self.model
-        if data.num_views != 1 or data.small_views.count:
-            raise ValueError(
-                "loss.name mae reconstructs one masked view of each image: set "
-                "data.num_views=1 and data.small_views.count=0 (got "
-                f"{data.num_views} and {data.small_views.count})"
-            )
-        name = model.backbone.name
-        if not name.startswith("vit_") and not self.from_python.backbone:
-            raise ValueError(
-                "loss.name mae masks the patches of a Vision Transformer: model.backbone.name "
-                f"must be vit_tiny, vit_s16 or vit_b16 (got {name})"
-            )
-        if model.predictor.dims or model.prototypes.count:
-            raise ValueError(
-                "loss.name mae has a decoder (model.mae_decoder), no predictor or prototypes: "
-                "set model.predictor.dims=[] and model.prototypes.count=0"
-            )
-        head = model.head.changed_keys()
-        if head:
-            raise ValueError(
-                f"model.head.{head[0]}: loss.name mae has a decoder (model.mae_decoder), no "
-                "projection head, so model.head is not used; remove it"
-            )
-
-    def _no_mae_decoder(self) -> None:
-        """``model.mae_decoder`` shapes the decoder that only ``loss.name mae`` builds."""
-        decoder = self.model.mae_decoder.changed_keys()
-        if decoder:
-            raise ValueError(
-                f"model.mae_decoder.{decoder[0]}: the MAE decoder is built only for "
-                f"loss.name mae, not {self.loss.name}; remove it"
             )
 
     def _layer_decay_needs_a_vit(self) -> None:

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.hook import Hook
+from hookbus.engine.methods import method_of
 from hookbus.engine.registry import UnknownNameError
+from hookbus.hooks import methods as method_hook_modules
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.cuda_cache import CudaCacheHook
 from hookbus.hooks.evaluation_report import EvaluationReportHook
 from hookbus.hooks.log import LogHook
 from hookbus.hooks.meter_sync import MeterSyncHook
-from hookbus.hooks.methods.dino_centering import DinoCenteringHook
-from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
-from hookbus.hooks.methods.key_queue import KeyQueueHook
-from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
-from hookbus.hooks.methods.nnclr_support import NnclrSupportHook
-from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
-from hookbus.hooks.methods.swav_queue import SwavQueueHook
 from hookbus.hooks.metrics_json import MetricsJsonHook
 from hookbus.hooks.mlflow_tracker import MlflowHook
 from hookbus.hooks.nan_check import NanCheckHook
@@ -28,6 +26,10 @@ from hookbus.hooks.summary_plot import SummaryPlotHook
 from hookbus.hooks.tensorboard import TensorBoardHook
 from hookbus.hooks.timing import TimingHook
 from hookbus.hooks.wandb_tracker import WandbHook
+
+for _module in pkgutil.iter_modules(method_hook_modules.__path__):
+    # The SSL methods' hooks register themselves; the method entries name them.
+    importlib.import_module(f"{method_hook_modules.__name__}.{_module.name}")
 
 
 def default_hooks(cfg: Config) -> list[Hook]:
@@ -81,45 +83,15 @@ def default_hooks(cfg: Config) -> list[Hook]:
 
 
 def method_hooks(cfg: Config) -> list[Hook]:
-    """The hooks of the SSL method that ``loss.name`` selects.
-
-    ==================  ============================================================
-    ``loss.name``       hooks
-    ==================  ============================================================
-    ``nt_xent``         none (SimCLR is its loss)
-    ``moco``            momentum_teacher (key encoder), key_queue
-    ``moco_v3``         momentum_teacher (momentum encoder: backbone and projector)
-    ``byol``            momentum_teacher (target network)
-    ``swav``            prototype_normalization, freeze_prototypes; swav_queue when
-                        ``loss.swav.queue_size`` > 0
-    ``dino``            momentum_teacher (teacher, on the global views),
-                        dino_centering, freeze_prototypes (last layer)
-    ``barlow_twins``    none
-    ``vicreg``          none
-    ``simsiam``         none (no momentum encoder)
-    ``nnclr``           nnclr_support (the support set of nearest neighbours)
-    ``mae``             none (the masks come from torch's generator, checkpointed)
-    ==================  ============================================================
-    """
-    name = cfg.loss.name
-    if name == "moco":
-        return [MomentumTeacherHook.from_config(cfg), KeyQueueHook.from_config(cfg)]
-    if name in ("byol", "moco_v3"):
-        return [MomentumTeacherHook.from_config(cfg)]
-    if name == "swav":
-        hooks: list[Hook] = [
-            PrototypeNormalizationHook.from_config(cfg),
-            FreezePrototypesHook.from_config(cfg),
-        ]
-        if cfg.loss.swav.queue_size:
-            hooks.append(SwavQueueHook.from_config(cfg))
-        return hooks
-    if name == "nnclr":
-        return [NnclrSupportHook.from_config(cfg)]
-    if name == "dino":
-        return [
-            MomentumTeacherHook.from_config(cfg),
-            DinoCenteringHook.from_config(cfg),
-            FreezePrototypesHook.from_config(cfg),
-        ]
-    return []
+    """The hooks of the SSL method that ``loss.name`` selects, as its entry
+    (``hookbus.methods``) declares them: each registered hook built with the parameters the
+    entry reads from ``cfg``, when its condition holds. A loss without an entry has none.
+    The methods table of docs/methods.md lists them."""
+    spec = method_of(cfg.loss.name)
+    if spec is None:
+        return []
+    return [
+        HOOKS.get(use.name)(**use.params(cfg))
+        for use in spec.hooks
+        if use.when is None or use.when(cfg)
+    ]
