@@ -342,7 +342,7 @@ is recorded under."""
 _METRIC_LOG = logging.getLogger("hookbus")
 
 
-def taken_metric_names(state: Any) -> frozenset[str]:
+def taken_metric_names(state: RunState) -> frozenset[str]:
     """The names hookbus records itself in a phase's record: :data:`RECORD_KEYS`, the
     values of the run's meters (``Meter.value_names``) and the metrics its hooks write
     (``Hook.metric_names``)."""

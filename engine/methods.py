@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 from hookbus.engine.registry import Registry
 
 if TYPE_CHECKING:
-    from pydantic.fields import FieldInfo
-
     from hookbus.engine.config import Config, Section
 
 ENTRY_PACKAGE = "hookbus.methods"
@@ -93,7 +91,8 @@ class MethodSpec:
     views: Views = Views()
     hooks: tuple[MethodHook, ...] = ()
     section: type[Section] | None = None
-    loss_fields: Mapping[str, tuple[Any, FieldInfo]] = field(default_factory=dict)
+    # (type, Field(...)): pydantic types Field(default, ...) as its default's type.
+    loss_fields: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     model_section: ModelSection | None = None
     check: Callable[[Config], None] | None = None
     order: int = 1000

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from hookbus.engine.checkpoint_io import POINTER_NAME
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 
 
 class RunSummary(Hook):
@@ -61,7 +61,7 @@ class RunSummary(Hook):
         parts += [f"{name} {value:.4f}" for name, value in state.metrics.items()]
         self.last[state.phase_name] = ", ".join(parts) or "no steps"
 
-    def lines(self, state: Any) -> list[str]:
+    def lines(self, state: RunState) -> list[str]:
         """The summary of the finished run ``state``, one line per topic."""
         if self.started is None or self.first_phase is None:
             why = (

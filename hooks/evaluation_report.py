@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, cast
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -14,6 +14,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
 from hookbus.hooks.registry import register_hook
 from hookbus.parts.meters.knn import Encode, KnnVote, extract_features, gather_labelled
@@ -94,7 +95,7 @@ class EvaluationReportHook(Hook):
         write_text_atomic(state.run_dir / "evaluation.json", json.dumps(self.results, indent=2))
         logger.info("evaluation of the encoder:\n%s", self.table())
 
-    def _evaluate_as(self, name: str, model: torch.nn.Module, state: Any) -> None:
+    def _evaluate_as(self, name: str, model: torch.nn.Module, state: RunState) -> None:
         """Every rank encodes its share of the test split; rank 0 gathers the whole split
         and stores ``model``'s results under ``name``."""
         was_training = model.training

@@ -11,6 +11,7 @@ from hookbus.engine.errors import ConfigError
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.plot import PLOT_FILE
 from hookbus.hooks.run_stats import phase_scalars
 
@@ -80,7 +81,7 @@ class ExperimentTracker(Hook, ABC):
         """Log ``scalars`` at ``step`` into the open run."""
 
     @abstractmethod
-    def phase_step(self, state: Any) -> int:
+    def phase_step(self, state: RunState) -> int:
         """The step a phase's results are logged at."""
 
     @abstractmethod

@@ -13,6 +13,7 @@ from hookbus.engine.config_changes import flatten
 from hookbus.engine.errors import UserError
 from hookbus.engine.hook import rank_zero_only
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.experiment_tracker import ExperimentTracker
 from hookbus.hooks.registry import register_hook
 
@@ -128,7 +129,7 @@ class MlflowHook(ExperimentTracker):
     def is_open(self) -> bool:
         return self.client is not None
 
-    def phase_step(self, state: Any) -> int:
+    def phase_step(self, state: RunState) -> int:
         """The ``train_phase_idx``, as TensorBoard's."""
         return state.train_phase_idx
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -14,6 +14,7 @@ from hookbus.engine.hook import Hook
 from hookbus.engine.phases import phase_label
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
@@ -140,14 +141,15 @@ class NanCheckHook(Hook):
         )
 
     def on_loss_and_meter(self, engine: RunEngine) -> None:
-        state: Any = engine.state
-        self._pending.append(_step_of(state, state.loss))
+        state = engine.state
+        loss = cast(torch.Tensor, state.loss)  # on_loss_and_meter: the step set it
+        self._pending.append(_step_of(state, loss))
         step = self._pending[-1]
         if (step.iteration if step.train else step.step) % self.check_frequency == 0:
             self._check_losses()
 
     def on_step(self, engine: RunEngine) -> None:
-        state: Any = engine.state
+        state = engine.state
         if state.stop_requested:
             self._check_losses()
             self._check_tensors(
@@ -158,7 +160,7 @@ class NanCheckHook(Hook):
 
     def on_phase_end(self, engine: RunEngine) -> None:
         self._check_losses()
-        state: Any = engine.state
+        state = engine.state
         if state.train:
             self._check_tensors(
                 engine,
@@ -168,7 +170,7 @@ class NanCheckHook(Hook):
             )
 
     def on_end(self, engine: RunEngine) -> None:
-        state: Any = engine.state
+        state = engine.state
         if getattr(state, "stopped_by", None) is not None:
             self._check_losses()
             self._check_tensors(
@@ -207,7 +209,7 @@ class NanCheckHook(Hook):
                 raise DegenerateTrainingError(f"{what} holds {kind} {when}")
 
 
-def _step_of(state: Any, loss: torch.Tensor) -> _Step:
+def _step_of(state: RunState, loss: torch.Tensor) -> _Step:
     return _Step(
         loss=loss.detach(),
         phase_idx=state.phase_idx,
@@ -220,7 +222,7 @@ def _step_of(state: Any, loss: torch.Tensor) -> _Step:
     )
 
 
-def _model_and_optimizer_tensors(state: Any) -> list[tuple[str, torch.Tensor]]:
+def _model_and_optimizer_tensors(state: RunState) -> list[tuple[str, torch.Tensor]]:
     """The floating-point weights and buffers of ``state.base_model`` and the tensors of
     ``state.optimizer``'s state, each with a name for an error message."""
     tensors: list[tuple[str, torch.Tensor]] = []

@@ -10,6 +10,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class TimingHook(Hook):
                 return self._seconds[kind] / self._steps[kind]
         return None
 
-    def _seconds_left(self, state: Any) -> float | None:
+    def _seconds_left(self, state: RunState) -> float | None:
         here = self.seconds_per_step(state.train)
         if here is None:
             return None
@@ -123,7 +124,7 @@ class TimingHook(Hook):
                 seconds += steps * (self.seconds_per_step(train) or 0.0)
         return seconds
 
-    def _later_steps(self, state: Any) -> dict[bool, int]:
+    def _later_steps(self, state: RunState) -> dict[bool, int]:
         """Steps of the phases after the current one, by kind (train or not), counted once
         per phase rather than at every step."""
         key = (id(state.phases), len(state.phases), state.phase_idx)

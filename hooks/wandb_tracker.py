@@ -12,6 +12,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.errors import UserError
 from hookbus.engine.hook import rank_zero_only
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.experiment_tracker import ExperimentTracker
 from hookbus.hooks.registry import register_hook
 
@@ -145,7 +146,7 @@ class WandbHook(ExperimentTracker):
     def log_scalars(self, scalars: dict[str, float], step: int) -> None:
         self.run.log(scalars, step=step)
 
-    def phase_step(self, state: Any) -> int:
+    def phase_step(self, state: RunState) -> int:
         """The train ``iteration``: W&B's steps only grow."""
         return state.iteration
 

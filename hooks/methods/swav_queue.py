@@ -13,6 +13,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.methods.ring_buffer import RingBuffer
 from hookbus.hooks.registry import register_hook
 
@@ -99,7 +100,7 @@ class SwavQueueHook(Hook):
         # Written last row first, so that newest_first gives each step's rows in order.
         self.buffer.write(embeddings.flip(1))
 
-    def _active(self, state: Any) -> bool:
+    def _active(self, state: RunState) -> bool:
         return state.train and state.train_phase_idx >= self.start_epoch
 
     def state_dict(self) -> dict[str, Any]:
