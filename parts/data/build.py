@@ -134,7 +134,7 @@ def build_data_loaders(
     """
     train_set, test_set = datasets or DATASETS.get(cfg.data.name)(cfg.data)
     # hookbus's data sets, and those it takes from Python, are map-style: they have a len.
-    train_size, test_size = len(cast(Sized, train_set)), len(cast(Sized, test_set))
+    train_size = len(cast(Sized, train_set))
     seed = cfg.trainer.seed
     train_collate, test_collate, memory_collate = collates(cfg)
     train = _loader(
@@ -154,11 +154,12 @@ def build_data_loaders(
     )
     if world_size > 1:
         test_set = PaddedSplit(test_set, world_size)
-        test_size = len(test_set)
     test = _loader(
         cfg,
         test_set,
-        PhaseSampler(test_size, shuffle=False, seed=seed, rank=rank, world_size=world_size),
+        PhaseSampler(
+            len(cast(Sized, test_set)), shuffle=False, seed=seed, rank=rank, world_size=world_size
+        ),
         test_collate,
         cfg.data.test_batch_size,
         world_size,

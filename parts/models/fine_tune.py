@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from torch import Tensor, nn
 
@@ -114,8 +114,8 @@ class FineTuneModel(nn.Module):
         """The learning-rate multiplier of every parameter, by name: 1 for the classifier,
         ``backbone_lr_scale * layer_decay ** (L + 1 - d)`` for a backbone parameter at
         depth ``d`` (``backbone_lr_scale`` alone without layer decay)."""
-        layers: nn.Sequential = self.backbone.encoder.layers  # type: ignore[union-attr,assignment]
-        top = len(layers) + 1 if self._depths else 0
+        vit = cast(Any, self.backbone)  # with depths, a ViT (__init__ refused others)
+        top = len(vit.encoder.layers) + 1 if self._depths else 0
         scales = {}
         for name, _ in self.named_parameters():
             if not name.startswith(BACKBONE_PREFIX):
