@@ -49,6 +49,7 @@ from hookbus.engine.events import EVENT_COUNTERS, IGNITE_EVENTS, SSLEvents
 from hookbus.engine.handler_order import forget_removed, place_newest
 from hookbus.engine.metric_names import metric_kept_apart, taken_metric_names
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.engine.state import RunState
 from hookbus.engine.watched_handlers import WatchedHandlers
 
@@ -85,13 +86,13 @@ class BusEngine(Engine):
     """The trainer's engine (or a :class:`hookbus.FakeEngine`): the trainer sets the
     run-state fields hooks read (``Hook.run_fields``), so attaching checks none."""
 
-    def __init__(self, process_function: Callable[[Engine, Any], Any]) -> None:
+    def __init__(self, process_function: Callable[[RunEngine, Any], Any]) -> None:
         self._dispatch: dict[int, tuple[Handler, ...]] = {}
         self._entries: dict[int, tuple[Any, ...]] = {}
         self._dispatch_stale = True
         self._loaded_iteration: int | None = None
         self._placing: tuple[int, str | None] = (Priority.NORMAL, None)
-        super().__init__(process_function)
+        super().__init__(process_function)  # type: ignore[arg-type]  # called with this engine
         self._event_handlers = WatchedHandlers(self, self._event_handlers)
         self.logger = logging.getLogger(ENGINE_LOGGER)
         self.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
@@ -294,6 +295,7 @@ def _engine_call(handler: Callable, args: tuple[Any, ...], kwargs: dict[str, Any
     return lambda engine: handler(*extra, **kwargs)
 
 
+IGNITE_STATE_KEYS: tuple[str, ...]
 IGNITE_STATE_KEYS = ("iteration", "epoch", "max_epochs", "max_iters", "epoch_length")
 IGNITE_STATE_KEYS += ("dataloader", "seed", "metrics", "output", "batch", "times")
 
@@ -329,7 +331,7 @@ def prepare_engine(engine: Engine) -> Engine:
                 setattr(engine.state, key, getattr(old, key))
     if not isinstance(engine, BusEngine) and engine.state.ssl_firings is None:
         engine.state.ssl_firings = dict.fromkeys(SSLEvents, 0)
-        engine.fire_event = _counting(engine.fire_event, engine)  # type: ignore[method-assign]
+        engine.fire_event = _counting(engine.fire_event, engine)  # type: ignore[method-assign,assignment]
     return engine
 
 

@@ -91,6 +91,7 @@ class MethodSpec:
     views: Views = Views()
     hooks: tuple[MethodHook, ...] = ()
     section: type[Section] | None = None
+    # (type, Field(...)): pydantic types Field(default, ...) as its default's type.
     loss_fields: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     model_section: ModelSection | None = None
     check: Callable[[Config], None] | None = None

@@ -38,13 +38,21 @@ def _doc(text: str) -> dict[str, str]:
 
 @dataclass(eq=False, repr=False)
 class RunFields:
-    """hookbus's fields of the run state, each with its type, default and meaning."""
+    """hookbus's fields of the run state, each with its type, default and meaning.
 
-    cfg: Config | None = field(
-        default=None, metadata=_doc("the validated config (`hookbus.Config`)")
+    A field whose type does not admit ``None`` but whose default is ``None`` (``cfg``,
+    ``run_dir``, ``model``, ``base_model``, ``loss_fn``, ``optimizer``) is one the
+    trainer sets before ``on_start``: every hook and step sees it set in a run, and its
+    type says so; on a :class:`hookbus.FakeEngine` a test sets the ones its hook reads.
+    """
+
+    cfg: Config = field(
+        default=None,  # type: ignore[assignment]  # the trainer sets it before on_start
+        metadata=_doc("the validated config (`hookbus.Config`)"),
     )
-    run_dir: Path | None = field(
-        default=None, metadata=_doc("the run directory (`checkpoint.dir`)")
+    run_dir: Path = field(
+        default=None,  # type: ignore[assignment]  # the trainer sets it before on_start
+        metadata=_doc("the run directory (`checkpoint.dir`)"),
     )
     rank: int = field(default=0, metadata=_doc("this process's rank"))
     world_size: int = field(default=1, metadata=_doc("number of processes"))
@@ -114,15 +122,15 @@ class RunFields:
             "(a tensor, no sync); None unless `optimizer.clip_grad_norm` is set"
         ),
     )
-    model: torch.nn.Module | None = field(
-        default=None,
+    model: torch.nn.Module = field(
+        default=None,  # type: ignore[assignment]  # the trainer sets it before on_start
         metadata=_doc(
             "the model the step calls: DDP-wrapped when distributed, compiled with "
             "`model.compile.enabled`"
         ),
     )
-    base_model: torch.nn.Module | None = field(
-        default=None,
+    base_model: torch.nn.Module = field(
+        default=None,  # type: ignore[assignment]  # the trainer sets it before on_start
         metadata=_doc(
             "the model without its DDP and compile wrappers: the module that owns the "
             "parameters, as checkpoints and exports hold it"
@@ -135,8 +143,14 @@ class RunFields:
             "evaluation report compares with); None for a backbone built by name"
         ),
     )
-    loss_fn: torch.nn.Module | None = field(default=None, metadata=_doc("the loss module"))
-    optimizer: torch.optim.Optimizer | None = field(default=None, metadata=_doc("the optimizer"))
+    loss_fn: torch.nn.Module = field(
+        default=None,  # type: ignore[assignment]  # the trainer sets it before on_start
+        metadata=_doc("the loss module"),
+    )
+    optimizer: torch.optim.Optimizer = field(
+        default=None,  # type: ignore[assignment]  # the trainer sets it before on_start
+        metadata=_doc("the optimizer"),
+    )
     scaler: torch.amp.GradScaler | None = field(
         default=None, metadata=_doc("the GradScaler for fp16 autocast, else None")
     )

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ignite.engine import Engine
-
 from hookbus.engine.bus import BusEngine
 from hookbus.engine.events import SSLEvents
+from hookbus.engine.run_engine import RunEngine
 from hookbus.engine.state import RunState
 
 if TYPE_CHECKING:
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
     from hookbus.engine.phases import Phase
 
 
-def _no_step(engine: Engine, batch: Any) -> None:
+def _no_step(engine: RunEngine, batch: Any) -> None:
     return None
 
 

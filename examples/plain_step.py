@@ -9,16 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from ignite.engine import Engine
 
-from hookbus import SSLEvents, register_train_step
+from hookbus import RunEngine, SSLEvents, register_train_step
 from hookbus.engine.distributed import all_reduce_mean
 from hookbus.parts.optim import learning_rate, set_learning_rate
 from hookbus.steps import move_to_device
 
 
 @register_train_step("plain_step")
-def plain_step(engine: Engine, batch: Any) -> Any:
+def plain_step(engine: RunEngine, batch: Any) -> Any:
     """Forward, loss and meters; in train phases backward and an optimizer step.
 
     Writes ``last_batch``, ``last_output``, ``loss`` (detached, averaged over ranks)

@@ -66,7 +66,7 @@ def guarded_stdout() -> Iterator[GuardedStream]:
     once it failed, its descriptor is pointed at ``/dev/null``, so that the
     interpreter's last flush at exit neither fails nor prints "Exception ignored"."""
     guard = GuardedStream(sys.stdout)
-    sys.stdout = guard  # type: ignore[assignment]
+    sys.stdout = guard
     try:
         yield guard
     finally:
@@ -100,7 +100,7 @@ class ConsoleHandler(LineHandler):
 
 
 def _handler(level: int) -> logging.Handler:
-    handler = ConsoleHandler(sys.stdout, STDOUT)  # type: ignore[arg-type]
+    handler = ConsoleHandler(sys.stdout, STDOUT)
     handler.set_name(CONSOLE_HANDLER)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     handler.setLevel(level)

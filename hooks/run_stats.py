@@ -6,19 +6,21 @@ from typing import Any
 
 import torch
 
+from hookbus.engine.state import RunState
+
 
 def is_cuda(device: Any) -> bool:
     """True when ``device`` (a ``torch.device`` or its name) is a CUDA device."""
     return torch.device(device).type == "cuda"
 
 
-def recent_batch_time(state: Any, steps: int) -> float:
+def recent_batch_time(state: RunState, steps: int) -> float:
     """Mean seconds per step over the last ``steps`` steps of the phase (0.0 before any)."""
     recent = state.batch_time[-steps:]
     return sum(recent) / len(recent) if recent else 0.0
 
 
-def phase_scalars(state: Any) -> dict[str, float]:
+def phase_scalars(state: RunState) -> dict[str, float]:
     """The scalars the trackers record at a phase end: ``<phase>/loss_epoch`` (the mean
     loss, when the phase had a batch) and ``<phase>/<metric>`` for each meter value."""
     scalars: dict[str, float] = {}

@@ -79,6 +79,9 @@ class MaeDecoder(nn.Module):
     predicts the ``patch_pixels`` values of every patch: ``[B, N, patch_pixels]``.
     """
 
+    position: Tensor
+    """The position embedding of the patch grid ``[1, 1 + N, width]`` (a buffer)."""
+
     def __init__(
         self,
         encoder_width: int,
@@ -174,7 +177,9 @@ class MaskedAutoencoder(nn.Module):
         return self.backbone(images)
 
 
-def build_masked_autoencoder(cfg: Config, backbone: nn.Module, name: str) -> MaskedAutoencoder:
+def build_masked_autoencoder(
+    cfg: Config, backbone: nn.Module, name: str | None
+) -> MaskedAutoencoder:
     """The :class:`MaskedAutoencoder` of ``cfg`` (``model.mae_decoder``,
     ``loss.mae.mask_ratio``) on ``backbone`` (named ``name`` in messages), which must be
     a :class:`ViTBackbone`; ``ValueError`` otherwise, or when the mask ratio keeps no
