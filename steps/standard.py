@@ -106,13 +106,14 @@ def standard_train_step(engine: RunEngine, batch: Any) -> torch.Tensor:
 
         with autocast:
             loss = state.loss_fn(output, batch)
-        state.add_loss(all_reduce_mean(loss.detach()))
+        step_loss = all_reduce_mean(loss.detach())
+        state.add_loss(step_loss)
         for meter in state.meters:
             meter.update(output, batch)
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
 
         if not train:
-            return state.loss
+            return step_loss
         optimizer = state.optimizer
         if first:
             optimizer.zero_grad(set_to_none=True)
@@ -142,4 +143,4 @@ def standard_train_step(engine: RunEngine, batch: Any) -> torch.Tensor:
             optimizer.step()
         state.count_update()
         engine.fire_event(SSLEvents.ON_UPDATE)
-    return state.loss
+    return step_loss
