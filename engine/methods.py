@@ -63,7 +63,7 @@ class MethodHook:
 class ModelSection:
     """A model part only this method builds, configured at ``model.<key>`` by
     ``section``; any other method refuses a changed key there. ``part`` names it in
-    messages (``the MAE decoder``)."""
+    messages (``the <title> decoder``)."""
 
     key: str
     part: str
@@ -76,7 +76,7 @@ class MethodSpec:
     """One SSL method, declared once.
 
     ``name`` is its ``loss.name`` and the name of its registered loss; ``title`` its name
-    in the docs (``MoCo v2``). ``parts`` are the model parts its loss reads and needs: of
+    in the docs. ``parts`` are the model parts its loss reads and needs: of
     :data:`SHARED_PARTS`, or the ``part`` of its ``model_section``. ``section`` holds its
     settings under ``loss.<name>`` (with their defaults); ``loss_fields`` adds settings at
     the top of ``loss`` (``{key: (type, Field(...))}``). ``check`` states what else a

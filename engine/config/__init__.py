@@ -4,7 +4,7 @@ One module per section (``trainer``, ``data``, ``model`` with ``evaluation``, ``
 ``optimizer``, ``meters``, ``checkpoint``, ``hooks``, ``distributed``, ``machine``) and the
 whole :class:`Config` in ``root``; the SSL methods' sections come from their entries
 (``methods``). Every name is importable from here, the methods' section classes too
-(``from hookbus.engine.config import MocoConfig``).
+(a section class of an entry by its class name).
 """
 
 from __future__ import annotations
@@ -131,5 +131,5 @@ __all__ = [
 
 
 def __getattr__(name: str) -> type[Section]:
-    """The methods' section classes by name (``MocoConfig``), from their entries."""
+    """The methods' section classes, by their class names, from their entries."""
     return method_section_class(name)

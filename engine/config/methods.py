@@ -19,7 +19,7 @@ method, it trains a classifier on one view of each image."""
 
 
 def method_section_class(name: str) -> type[Section]:
-    """The section class called ``name`` (``MocoConfig``) of a method entry; AttributeError
+    """The section class called ``name`` of a method entry; AttributeError
     when no entry has one."""
     for spec in METHOD_ENTRIES:
         own = spec.model_section
@@ -31,7 +31,7 @@ def method_section_class(name: str) -> type[Section]:
 
 def loss_names(methods: list[MethodSpec]) -> str:
     """The ``loss.name`` values, for its description: each method's name, with its title
-    where the name does not spell it (``nt_xent (SimCLR)``), then the classifier's."""
+    where the name does not spell it, then the classifier's."""
     names = []
     for spec in methods:
         spelled = spec.name.replace("_", "") in spec.title.lower().replace(" ", "")
