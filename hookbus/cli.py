@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from hookbus.console import guarded_stdout, setup_console
+from hookbus.console import console, guarded_stdout
 from hookbus.engine.config_io import load_config
 from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
@@ -261,7 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    setup_console(args.quiet)
+    with console(args.quiet):
+        return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         if args.command == "recipes":
             return _recipes(args)
