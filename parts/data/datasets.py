@@ -96,7 +96,8 @@ def require_streaming(what: str) -> None:
 def build_shards(cfg: DataConfig) -> tuple[Dataset, Dataset]:
     """:class:`~hookbus.parts.data.shards.ShardDataset` of ``data.shards.path`` (a folder
     written by ``hookbus shard``, or an s3:// URL of one) and ``test_path`` (the train
-    shards again when unset), decoded as the image-file pipelines take them."""
+    shards again when unset). With ``data.pipeline: crop_first`` the items hold the
+    image files' bytes: the collate function decodes them."""
     require_streaming("data.name shards")
     if cfg.pipeline == "batch":
         raise ConfigError(
@@ -109,4 +110,4 @@ def build_shards(cfg: DataConfig) -> tuple[Dataset, Dataset]:
     # Loaded here, not at the top: the streaming library is an optional extra.
     from hookbus.parts.data.shards import build_shards as build
 
-    return build(shards.path, shards.test_path, shards.cache_dir)
+    return build(shards.path, shards.test_path, shards.cache_dir, cfg.pipeline != "crop_first")

@@ -61,9 +61,11 @@ class ShardDataset(Dataset):
     """The samples of the shards at ``location``; item ``i`` is ``(uint8 RGB image
     [3, H, W], label, i)``, as :class:`~hookbus.parts.data.image_folder.ImageFolderDataset`
     gives them. ``cache`` is the folder that holds remote shards (unused for local ones).
+    With ``decode=False`` item ``i`` holds the image file's bytes instead, for
+    ``data.pipeline: crop_first``, which decodes each JPEG at the size its crops need.
     """
 
-    def __init__(self, location: str, cache: Path | None) -> None:
+    def __init__(self, location: str, cache: Path | None, decode: bool = True) -> None:
         self.remote = location if "://" in location else None
         if self.remote is not None and cache is None:
             raise ConfigError(
@@ -71,6 +73,7 @@ class ShardDataset(Dataset):
             )
         self.local = str(cache) if self.remote is not None else location
         self.location = location
+        self.decode = decode
         try:
             index = json.loads(Path(self._fetch(INDEX_FILE)).read_text())
             self.classes: list[str] = json.loads(Path(self._fetch(CLASSES_FILE)).read_text())[
@@ -110,13 +113,14 @@ class ShardDataset(Dataset):
         """The train phases' sampler: :class:`ShardSampler` over these shards."""
         return ShardSampler(self.shard_sizes, **options)
 
-    def __getitem__(self, index: int) -> tuple[Tensor, int, int]:
+    def __getitem__(self, index: int) -> tuple[Tensor | bytes, int, int]:
         shard = bisect.bisect_right(self.starts, index) - 1
         reader = self.readers[shard]
         for raw, _ in reader.file_pairs:
             self._fetch(raw.basename)
         sample = reader.get_item(index - self.starts[shard])
-        image = decode_image(sample["image"], f"{self.location} sample {index}")
+        data = sample["image"]
+        image = decode_image(data, f"{self.location} sample {index}") if self.decode else data
         return image, int(sample["label"]), index
 
 
@@ -132,13 +136,15 @@ def decode_image(data: bytes, where: str) -> Tensor:
         raise DataError(f"cannot read image {where}: {exc}") from None
 
 
-def build_shards(location: str, test_location: str | None, cache: Path | None) -> tuple:
+def build_shards(
+    location: str, test_location: str | None, cache: Path | None, decode: bool = True
+) -> tuple:
     """The train and test :class:`ShardDataset` (the train one twice when
-    ``test_location`` is None)."""
+    ``test_location`` is None), decoding their images as ``decode`` says."""
     check_location(location, "data.shards.path")
     if test_location is not None:
         check_location(test_location, "data.shards.test_path")
-    train = ShardDataset(location, cache)
+    train = ShardDataset(location, cache, decode)
     if test_location is None:
         return train, train
-    return train, ShardDataset(test_location, None if cache is None else cache / "test")
+    return train, ShardDataset(test_location, None if cache is None else cache / "test", decode)

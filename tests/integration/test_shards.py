@@ -292,3 +292,24 @@ def test_a_shard_file_name_that_leaves_the_folder_is_refused(shards: Path, tmp_p
     (folder / "index.json").write_text(json.dumps(index))
     with pytest.raises(DataError, match=r"shard file name '../../elsewhere.mds' is not a name"):
         ShardDataset(str(folder), None)
+
+
+@pytest.mark.parametrize("pipeline", ["crop_first", "torchvision"])
+def test_test_views_from_shards_equal_those_from_the_folder(
+    pipeline: str, photos: Path, shards: Path
+) -> None:
+    from hookbus.parts.data.build import build_data_loaders
+
+    common = [*SMALL, f"data.pipeline={pipeline}"]
+    folder = f"data.folder.train_dir={photos / 'train'}"
+    on_folder, on_shards = (
+        build_data_loaders(load_config(RECIPE, [*common, *source]))["test"]
+        for source in (
+            ["data.name=image_folder", folder, f"data.folder.test_dir={photos / 'train'}"],
+            [f"data.shards.path={shards}"],
+        )
+    )
+    [expected], [batch] = list(on_folder), list(on_shards)
+    for key in ("views", "image"):
+        for mine, theirs in zip(batch[key], expected[key], strict=True):
+            assert torch.equal(mine, theirs), key
