@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hookbus.engine.ijepa_checks import check_ijepa_parts
+
 Size = Annotated[int, Field(ge=1, le=65_536)]
 """A layer width or a count of features: 1 to 65536."""
 
@@ -594,6 +596,34 @@ class MaeDecoderConfig(Section):
         return self
 
 
+class IjepaPredictorConfig(Section):
+    """I-JEPA's predictor: a narrow ViT from the context tokens and the target blocks'
+    positions to the target tokens (built only when ``loss.name`` is ``ijepa``)."""
+
+    width: int = Field(
+        384,
+        ge=4,
+        le=8192,
+        description="token width of the predictor (a multiple of 4 and of heads)",
+    )
+    depth: int = Field(12, ge=1, le=64, description="transformer blocks of the predictor")
+    heads: int = Field(12, ge=1, le=128, description="attention heads of the predictor")
+    mlp_dim: int | None = Field(
+        None, ge=1, le=32_768, description="hidden size of each block's MLP; None: 4 x width"
+    )
+
+    @model_validator(mode="after")
+    def _width_fits(self) -> IjepaPredictorConfig:
+        if self.width % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
+        if self.width % 4:
+            raise ValueError(
+                f"width ({self.width}) must be a multiple of 4: the fixed 2-D sine-cosine "
+                "position embedding gives each axis a sine and a cosine half"
+            )
+        return self
+
+
 class ModelConfig(Section):
     backbone: BackboneConfig = Field(default_factory=BackboneConfig)
     head: HeadConfig = Field(default_factory=HeadConfig)
@@ -603,6 +633,9 @@ class ModelConfig(Section):
     fine_tune: FineTuneConfig = Field(default_factory=FineTuneConfig)
     mae_decoder: MaeDecoderConfig = Field(
         default_factory=MaeDecoderConfig, description="loss.name mae: the decoder's sizes"
+    )
+    ijepa_predictor: IjepaPredictorConfig = Field(
+        default_factory=IjepaPredictorConfig, description="loss.name ijepa: the predictor's sizes"
     )
     amp: AmpConfig = Field(default_factory=AmpConfig)
     channels_last: bool = Field(
@@ -759,12 +792,49 @@ class MaeConfig(Section):
     )
 
 
+Fraction = Annotated[float, Field(gt=0, le=1)]
+"""A share of an image's patches, or of a range: above 0, at most 1."""
+
+
+class IjepaConfig(MomentumSchedule):
+    """I-JEPA: predict the target encoder's tokens of target blocks from a context block.
+    The target encoder is an EMA of the context encoder (momentum 0.996 to 1)."""
+
+    momentum: float = Field(0.996, ge=0, le=1, description="EMA momentum at the first step")
+    distance: Literal["smooth_l1", "l2"] = Field(
+        "smooth_l1",
+        description="smooth_l1: the authors' code (mean over every value); l2: the paper's "
+        "equation (squared distances summed over a block's tokens, averaged over the blocks)",
+    )
+    target_blocks: int = Field(4, ge=1, le=64, description="target blocks per image (M)")
+    target_scale: tuple[Fraction, Fraction] = Field(
+        (0.15, 0.2), description="share of the patch grid in a target block, lowest and highest"
+    )
+    target_aspect_ratio: tuple[Positive, Positive] = Field(
+        (0.75, 1.5), description="height / width of a target block, lowest and highest"
+    )
+    context_scale: tuple[Fraction, Fraction] = Field(
+        (0.85, 1.0), description="share of the patch grid in the (square) context block"
+    )
+    min_context_patches: int = Field(
+        10, ge=1, le=1_000_000, description="fewest patches a context keeps outside the targets"
+    )
+
+    @model_validator(mode="after")
+    def _ranges_rise(self) -> IjepaConfig:
+        for key in ("target_scale", "target_aspect_ratio", "context_scale"):
+            low, high = getattr(self, key)
+            if low > high:
+                raise ValueError(f"{key}: the lowest ({low}) is above the highest ({high})")
+        return self
+
+
 class LossConfig(Section):
     name: str = Field(
         "nt_xent",
         description="loss, by its registered name; it selects the method and its hooks: "
         "nt_xent (SimCLR), moco, moco_v3, byol, swav, dino, barlow_twins, vicreg, simsiam, "
-        "nnclr, mae, cross_entropy (linear eval, fine-tuning)",
+        "nnclr, mae, ijepa, cross_entropy (linear eval, fine-tuning)",
     )
     temperature: float = Field(0.5, ge=1e-3, le=100, description="softmax temperature (nt_xent)")
     moco: MocoConfig = Field(default_factory=MocoConfig)
@@ -776,6 +846,7 @@ class LossConfig(Section):
     vicreg: VicregConfig = Field(default_factory=VicregConfig)
     nnclr: NnclrConfig = Field(default_factory=NnclrConfig)
     mae: MaeConfig = Field(default_factory=MaeConfig)
+    ijepa: IjepaConfig = Field(default_factory=IjepaConfig)
     cross_entropy: CrossEntropyConfig = Field(default_factory=CrossEntropyConfig)
 
 
@@ -1139,11 +1210,12 @@ class Config(Section):
             raise ValueError(f"loss.name {loss} needs a predictor: set model.predictor.dims")
         if loss in ("swav", "dino") and not model.prototypes.count:
             raise ValueError(f"loss.name {loss} needs prototypes: set model.prototypes.count")
+        check_ijepa_parts(self)
         if loss == "mae":
             self._mae_parts()
         else:
             self._no_mae_decoder()
-            if loss != "cross_entropy" and self.data.num_views < 2:
+            if loss not in ("cross_entropy", "ijepa") and self.data.num_views < 2:
                 raise ValueError(
                     f"loss.name {loss} compares views of each image: data.num_views must be "
                     f"at least 2 (got {self.data.num_views})"

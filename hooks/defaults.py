@@ -99,12 +99,14 @@ def method_hooks(cfg: Config) -> list[Hook]:
     ``simsiam``         none (no momentum encoder)
     ``nnclr``           nnclr_support (the support set of nearest neighbours)
     ``mae``             none (the masks come from torch's generator, checkpointed)
+    ``ijepa``           momentum_teacher (target encoder; the masks come from the
+                        collate, seeded per batch)
     ==================  ============================================================
     """
     name = cfg.loss.name
     if name == "moco":
         return [MomentumTeacherHook.from_config(cfg), KeyQueueHook.from_config(cfg)]
-    if name in ("byol", "moco_v3"):
+    if name in ("byol", "moco_v3", "ijepa"):
         return [MomentumTeacherHook.from_config(cfg)]
     if name == "swav":
         hooks: list[Hook] = [

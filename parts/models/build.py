@@ -271,7 +271,9 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     """The model of ``cfg``: an :class:`SSLModel`, a :class:`LinearEvalModel` when
     ``model.linear_eval.enabled``, or a :class:`FineTuneModel` when
     ``model.fine_tune.enabled``, or a :class:`MaskedAutoencoder` (ViT backbone and
-    ``model.mae_decoder``) when ``loss.name`` is ``mae``.
+    ``model.mae_decoder``) when ``loss.name`` is ``mae``, or a
+    :class:`~hookbus.parts.models.ijepa.JepaModel` (ViT backbone and
+    ``model.ijepa_predictor``) when it is ``ijepa``.
 
     The SSL model is the backbone named by ``model.backbone.name``, an :class:`MLPHead`
     (``model.head``), and when configured a predictor MLP (``model.predictor``) and
@@ -312,6 +314,11 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
         from hookbus.parts.models.mae import build_masked_autoencoder
 
         return build_masked_autoencoder(cfg, backbone, name)
+    if cfg.loss.name == "ijepa":
+        # I-JEPA has a predictor over token positions instead of a head.
+        from hookbus.parts.models.ijepa import build_jepa_model
+
+        return build_jepa_model(cfg, backbone, name)
     head_dims = [backbone.out_dim if size == "backbone" else size for size in model_cfg.head.dims]
     if head_dims[0] != backbone.out_dim:
         raise ValueError(

@@ -185,3 +185,17 @@ class TimmViTTokens:
             x = torch.cat([x[:, :prefix], patches], dim=1)
         x = net.norm(net.blocks(net.norm_pre(net.patch_drop(x))))
         return x[:, prefix:]
+
+
+def timm_patch_size(model: str) -> int:
+    """The patch side of timm's ViT ``model`` (built on the meta device, no weights);
+    ``ValueError`` when ``model`` is no timm ``VisionTransformer``."""
+    check_timm_name(model)
+    with torch.device("meta"):
+        net = _timm().create_model(model, pretrained=False, num_classes=0)
+    if not is_timm_vit(net):
+        raise ValueError(
+            f"{TIMM_PREFIX}{model} is a {type(net).__name__}, not timm's VisionTransformer, "
+            "whose patch tokens the method reads"
+        )
+    return TimmViTTokens(net).patch_size
