@@ -174,3 +174,32 @@ def test_validate_refuses_a_cnn_for_ijepa_with_exit_status_2(
     err = capsys.readouterr().err
     assert "loss.name ijepa predicts the patch tokens of a Vision Transformer" in err
     assert "Traceback" not in err
+
+
+def test_an_ijepa_run_on_a_timm_vit_exports_its_encoder_for_timm(tmp_path: Path) -> None:
+    cfg = ijepa_config(
+        tmp_path,
+        data={
+            "name": "synthetic",
+            "num_views": 1,
+            "image_size": 32,  # a 2x2 grid of timm's 16 px patches
+            "synthetic": {"train_size": 16, "test_size": 8, "channels": 1},
+        },
+        loss={"name": "ijepa", "ijepa": {"target_blocks": 2, "min_context_patches": 1}},
+        optimizer={"num_epochs": 1},
+        model={"backbone": {"name": "timm:vit_tiny_patch16_224"}, "head": {}},
+        trainer={"test_model": False},
+        meters={"knn": {"enabled": False}},
+    )
+    state = SSLTrainer(cfg).train()  # its checkpoint in tmp_path / "run"
+    assert torch.isfinite(state.loss)
+    out = tmp_path / "encoder.pth"
+    assert main(["export", str(tmp_path / "run" / "checkpoint.torch"), str(out)]) == 0
+    reference = timm.create_model(
+        "vit_tiny_patch16_224", in_chans=1, img_size=32, checkpoint_path=str(out)
+    )  # strict
+    images = torch.randn(2, 1, 32, 32)
+    trained = state.base_model.eval()
+    with torch.no_grad():
+        tokens = reference.eval().forward_features(images)[:, 1:]
+        torch.testing.assert_close(tokens.mean(dim=1), trained.encode(images))
