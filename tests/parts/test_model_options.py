@@ -38,7 +38,7 @@ PART_KEYS = {
     "prototypes": ("model.prototypes.count", "0"),
 }
 
-SSL_LOSSES = [name for name in LOSSES.names() if name not in ("mae", "cross_entropy")]
+SSL_LOSSES = [name for name in LOSSES.names() if name not in ("mae", "ijepa", "cross_entropy")]
 """The built-in losses of an SSL model (MAE has its own model, cross-entropy none)."""
 
 
