@@ -162,7 +162,10 @@ def kill_campaign(
         process.stderr.close()
         outcome.kills += 1
         outcome.kills_before_training += 0 if training else 1
-        if any(p.name.startswith(".") and ".tmp-" in p.name for p in victim.iterdir()):
+        # A process killed before it made its run directory (a slow start) left none.
+        if victim.is_dir() and any(
+            p.name.startswith(".") and ".tmp-" in p.name for p in victim.iterdir()
+        ):
             outcome.kills_in_writes += 1
     run_to_completion(recipe, victim)
     expected, got = final_parameters(reference), final_parameters(victim)

@@ -131,7 +131,9 @@ class BackboneConfig(Section):
     name: str = Field(
         "small_cnn",
         description="backbone, by its registered name, or tv:NAME for torchvision's "
-        "classification model NAME, e.g. tv:resnet34 (random init, last Linear layer removed)",
+        "classification model NAME, e.g. tv:resnet34 (random init, last Linear layer removed), "
+        "or timm:NAME for timm's model NAME, e.g. timm:vit_small_patch16_224 (random init, "
+        "no classifier; the timm extra)",
     )
     width: int = Field(32, ge=1, le=4096, description="channels of the first layer (small_cnn)")
     in_channels: int = Field(1, ge=1, le=64, description="image channels")

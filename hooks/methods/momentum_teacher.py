@@ -83,7 +83,7 @@ class MomentumTeacherHook(Hook):
 
     @classmethod
     def from_config(cls, cfg: Config) -> MomentumTeacherHook:
-        """The teacher of ``loss.name`` moco, moco_v3, byol or dino, from that loss's section
+        """The teacher of ``loss.name`` moco, moco_v3, byol, dino or ijepa, from that loss's section
         (shuffle-BN from ``loss.moco.shuffle_bn``, seeded by ``trainer.seed``)."""
         name = cfg.loss.name
         section = getattr(cfg.loss, name)

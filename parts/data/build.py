@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from hookbus.engine.config import Config
 from hookbus.parts.data.augment import BatchAugment
+from hookbus.parts.data.block_masks import BlockMaskCollate, block_settings, ijepa_grid
 from hookbus.parts.data.collate import ViewCollate
 from hookbus.parts.data.datasets import DATASETS
 from hookbus.parts.data.loader import SSLDataLoader
@@ -20,7 +21,7 @@ from hookbus.parts.data.transform_collate import TransformCollate
 if TYPE_CHECKING:
     from hookbus.parts.data.crop_collate import CropFirstCollate
 
-    Collate = ViewCollate | TransformCollate | CropFirstCollate
+    Collate = ViewCollate | TransformCollate | CropFirstCollate | BlockMaskCollate
 
 
 def _loader(
@@ -189,8 +190,25 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
     ``crop_first``: :class:`CropFirstCollate` with the same distributions, its color
     augmentations in the loader unless ``data.augment_device`` moves them to the
     training device. Large view ``k`` takes ``data.torchvision.per_view[k]``'s
-    probabilities where given, small views the shared ones.
+    probabilities where given, small views the shared ones. For ``loss.name: ijepa`` the
+    train and test collates add the multi-block masks
+    (:class:`~hookbus.parts.data.block_masks.BlockMaskCollate`).
     """
+    made = _view_collates(cfg)
+    if cfg.loss.name != "ijepa":
+        return made
+    # I-JEPA's masks, made beside the views of the train and test batches.
+    grid, settings = ijepa_grid(cfg), block_settings(cfg)
+    train, test, memory = made
+    seed = cfg.trainer.seed
+    return (
+        BlockMaskCollate(train, grid, settings, seed),
+        BlockMaskCollate(test, grid, settings, seed),
+        memory,
+    )
+
+
+def _view_collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
     data, seed = cfg.data, cfg.trainer.seed
     small = data.small_views
     if data.pipeline == "batch":

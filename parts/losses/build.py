@@ -13,6 +13,7 @@ from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
 from hookbus.parts.losses.byol import ByolLoss
 from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss
+from hookbus.parts.losses.ijepa import IjepaLoss
 from hookbus.parts.losses.mae import MaeLoss
 from hookbus.parts.losses.moco import MocoLoss
 from hookbus.parts.losses.moco_v3 import MocoV3Loss
@@ -111,6 +112,12 @@ def build_nnclr(cfg: LossConfig) -> NnclrLoss:
 def build_mae(cfg: LossConfig) -> MaeLoss:
     """:class:`MaeLoss` with ``loss.mae.norm_pix_loss`` (the mask ratio is the model's)."""
     return MaeLoss(cfg.mae.norm_pix_loss)
+
+
+@register_method_loss("ijepa")
+def build_ijepa(cfg: LossConfig) -> IjepaLoss:
+    """:class:`IjepaLoss` with ``loss.ijepa.distance`` (the masks are the collate's)."""
+    return IjepaLoss(cfg.ijepa.distance)
 
 
 @LOSSES.register("cross_entropy", ())

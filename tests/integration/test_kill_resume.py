@@ -48,6 +48,19 @@ METHODS = {
         },
         "data": {"num_views": 1},
     },
+    # a target encoder (the teacher), a predictor, and block masks made in the collate
+    "ijepa": {
+        "loss": {"name": "ijepa", "ijepa": {"min_context_patches": 2}},
+        "model": {
+            "backbone": {
+                "name": "vit_tiny",
+                "vit": {"patch_size": 2, "width": 8, "depth": 1, "heads": 2, "mlp_dim": 16},
+            },
+            "head": {},  # I-JEPA builds no projection head: the recipe's is dropped
+            "ijepa_predictor": {"width": 8, "depth": 1, "heads": 2},
+        },
+        "data": {"num_views": 1},
+    },
     # a teacher, a center and multi-crop views
     "dino": {
         "loss": {"name": "dino"},

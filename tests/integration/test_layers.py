@@ -53,9 +53,14 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.parts.data.build", "hookbus.parts.data.crop_collate"): TORCHVISION_ON_USE,
     ("hookbus.parts.data.build", "hookbus.parts.data.transforms"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.mae"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.ijepa"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.resnet"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.torchvision_any"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.vit"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.timm_any", "timm"): (
+        "timm is an optional extra (it loads torchvision): imported when a timm:<name> "
+        "backbone is named or built, and a missing timm is a config error naming the extra"
+    ),
     ("hookbus.parts.models.compiled", "torch"): (
         "torch._dynamo's backend list (seconds), only when model.compile is on"
     ),

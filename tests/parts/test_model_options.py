@@ -38,7 +38,7 @@ PART_KEYS = {
     "prototypes": ("model.prototypes.count", "0"),
 }
 
-SSL_LOSSES = [name for name in LOSSES.names() if name not in ("mae", "cross_entropy")]
+SSL_LOSSES = [name for name in LOSSES.names() if name not in ("mae", "ijepa", "cross_entropy")]
 """The built-in losses of an SSL model (MAE has its own model, cross-entropy none)."""
 
 
@@ -83,7 +83,7 @@ def test_the_refusal_names_the_backbones_that_read_the_option() -> None:
         "resnet18, resnet50); remove it"
     )
     cfg = config(model={"backbone": {"name": "resnet18", "image_size": 64}})
-    assert "(an option of vit_b16, vit_s16, vit_tiny, tv:<name>)" in refusal(
+    assert "(an option of vit_b16, vit_s16, vit_tiny, tv:<name>, timm:<name>)" in refusal(
         check_backbone_options, cfg
     )
 

@@ -84,7 +84,7 @@ def test_the_prose_check_still_sees_code() -> None:
     assert "A method entry" not in code_without_prose(path)
 
 
-def test_hookbus_ships_eleven_methods_in_the_docs_order() -> None:
+def test_hookbus_ships_twelve_methods_in_the_docs_order() -> None:
     assert ENTRIES == [
         "nt_xent",
         "moco",
@@ -97,6 +97,7 @@ def test_hookbus_ships_eleven_methods_in_the_docs_order() -> None:
         "simsiam",
         "nnclr",
         "mae",
+        "ijepa",
     ]
     assert default_method().name == "nt_xent" == Config().loss.name
 
