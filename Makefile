@@ -33,7 +33,7 @@ $(PACKAGE_FILES): FORCE
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
 $(STAMP): $(TORCH_STAMP) setup.cfg pyproject.toml $(PACKAGE_FILES)
-	$(BIN)/pip install -e .[dev,wandb,mlflow,shards] --config-settings editable_mode=strict
+	$(BIN)/pip install -e .[dev,wandb,mlflow,shards,timm] --config-settings editable_mode=strict
 	touch $(STAMP)
 
 FORCE:
