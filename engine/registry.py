@@ -22,10 +22,10 @@ class Registry(Generic[T]):
 
         LOSSES = Registry("loss")
 
-        @LOSSES.register("nt_xent")
-        def build_nt_xent(cfg): ...
+        @LOSSES.register("cross_entropy")
+        def build_cross_entropy(cfg): ...
 
-        LOSSES.get("nt_xent")
+        LOSSES.get("cross_entropy")
 
     A registry made with ``readable`` keys (config keys that only some entries read)
     lets an entry declare the ones it reads, ``register(name, reads=...)``, so that a

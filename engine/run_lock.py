@@ -35,7 +35,7 @@ class RunLock:
 
     Example::
 
-        lock = RunLock.acquire(Path("runs/simclr"))
+        lock = RunLock.acquire(Path("runs/first"))
         try:
             ...  # train
         finally:

@@ -59,7 +59,10 @@ def file_digest(path: Path) -> tuple[str, int]:
     """The SHA-256 and size of the file at ``path``."""
     with open_regular(path, "checkpoint shard", error=CheckpointError) as handle:
         size = os.fstat(handle.fileno()).st_size
-        return hashlib.file_digest(handle, "sha256").hexdigest(), size
+        digest = hashlib.sha256()
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+        return digest.hexdigest(), size
 
 
 def manifest_text(digests: dict[str, tuple[str, int]]) -> str:
@@ -87,10 +90,10 @@ def _check_share(folder: Path) -> list[str]:
         text = read_bounded(
             folder / MANIFEST_NAME, "shard checksums", MAX_MANIFEST_BYTES, error=CheckpointError
         ).decode("ascii")
-        listed = {}
+        listed: dict[str, tuple[str, int]] = {}
         for line in text.splitlines():
-            digest, size, name = line.split(" ", 2)
-            listed[name] = (digest, int(size))
+            digest, size_text, name = line.split(" ", 2)
+            listed[name] = (digest, int(size_text))
     except (CheckpointError, ValueError, UnicodeDecodeError) as exc:
         return [f"{MANIFEST_NAME} is missing or malformed ({str(exc)[:120]})"]
     present = {entry.name for entry in folder.iterdir()} - {MANIFEST_NAME}
@@ -134,9 +137,9 @@ class DataOnlyReader(FileSystemReader):
             raise CheckpointError(f"cannot read {path}: {str(exc)[:200]}") from None
         if not isinstance(metadata, Metadata):
             raise CheckpointError(f"{path} is not checkpoint metadata")
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
+        storage_meta = getattr(metadata, "storage_meta", None) or StorageMeta()
+        storage_meta.load_id = self.load_id
+        metadata.storage_meta = storage_meta
         return metadata
 
 

@@ -10,7 +10,7 @@ prototypes), then the model itself.
 Gradients are averaged over ranks as DDP averages them, and the buffers of the model
 (BatchNorm statistics) are broadcast from rank 0 before each forward, as DDP
 does: two ranks train the same weights as DDP within float tolerance
-(tests/test_fsdp.py). ``model.amp`` maps to FSDP's mixed precision: parameters cast to
+(tests/integration/test_fsdp.py). ``model.amp`` maps to FSDP's mixed precision: parameters cast to
 the autocast dtype for forward and backward (gathered in it: half the traffic), gradients
 reduced and kept in float32; a unit holding BatchNorm keeps float32 parameters, its layers
 run in the autocast dtype by autocast alone, as under DDP.
@@ -165,13 +165,13 @@ def _has_parameters(module: nn.Module) -> bool:
 
 def _meta_copy(model: nn.Module) -> nn.Module:
     """A copy of ``model`` whose tensors are on the meta device: no memory, no copying."""
-    memo: dict[int, Any] = {}
+    memo: dict[int, torch.Tensor] = {}
     for tensor in model.parameters():
         memo[id(tensor)] = nn.Parameter(
             torch.empty_like(tensor, device="meta"), requires_grad=tensor.requires_grad
         )
-    for tensor in model.buffers():
-        memo[id(tensor)] = torch.empty_like(tensor, device="meta")
+    for buffer in model.buffers():
+        memo[id(buffer)] = torch.empty_like(buffer, device="meta")
     return copy.deepcopy(model, memo)
 
 

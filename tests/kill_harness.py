@@ -1,6 +1,6 @@
 """Kill a real ``hookbus train`` with SIGKILL at random moments, resume, compare.
 
-Used by tests/test_kill_resume.py (a few kills) and benchmarks/kill_resume.py (many).
+Used by tests/integration/test_kill_resume.py (a few kills) and benchmarks/kill_resume.py (many).
 The run is a tiny recipe with a checkpoint after every train iteration, so kills land
 between steps, inside steps and inside checkpoint writes alike.
 """
@@ -162,7 +162,10 @@ def kill_campaign(
         process.stderr.close()
         outcome.kills += 1
         outcome.kills_before_training += 0 if training else 1
-        if any(p.name.startswith(".") and ".tmp-" in p.name for p in victim.iterdir()):
+        # A process killed before it made its run directory (a slow start) left none.
+        if victim.is_dir() and any(
+            p.name.startswith(".") and ".tmp-" in p.name for p in victim.iterdir()
+        ):
             outcome.kills_in_writes += 1
     run_to_completion(recipe, victim)
     expected, got = final_parameters(reference), final_parameters(victim)

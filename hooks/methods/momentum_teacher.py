@@ -8,12 +8,12 @@ import math
 from typing import Any
 
 import torch
-from ignite.engine import Engine
 from torch import nn
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.methods.shuffle_bn import shuffled_forward
 from hookbus.hooks.registry import register_hook
 from hookbus.parts.sharding import is_sharded, load_weights, local, sharded_copy
@@ -87,7 +87,7 @@ class MomentumTeacherHook(Hook):
 
     @classmethod
     def from_config(cls, cfg: Config) -> MomentumTeacherHook:
-        """The teacher of ``loss.name`` moco, moco_v3, byol or dino, from that loss's section
+        """The teacher of ``loss.name`` moco, moco_v3, byol, dino or ijepa, from that loss's section
         (shuffle-BN from ``loss.moco.shuffle_bn``, seeded by ``trainer.seed``)."""
         name = cfg.loss.name
         section = getattr(cfg.loss, name)
@@ -99,7 +99,7 @@ class MomentumTeacherHook(Hook):
             shuffle_seed=cfg.trainer.seed,
         )
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         state = engine.state
         if is_sharded(state.base_model):
             without = ["predictor"] if getattr(state.base_model, "predictor", None) else []
@@ -107,7 +107,7 @@ class MomentumTeacherHook(Hook):
         else:
             teacher = copy.deepcopy(state.base_model)
             if getattr(teacher, "predictor", None) is not None:
-                teacher.predictor = None
+                teacher.predictor = None  # type: ignore[assignment]  # the teacher has none
             teacher.requires_grad_(False).to(state.device)
         if self._loaded is not None:
             load_weights(teacher, self._loaded)
@@ -118,7 +118,7 @@ class MomentumTeacherHook(Hook):
         ]
         self.teacher = teacher
 
-    def on_forward(self, engine: Engine) -> None:
+    def on_forward(self, engine: RunEngine) -> None:
         state = engine.state
         teacher = self._require_teacher()
         views = state.last_batch["views"]
@@ -140,7 +140,7 @@ class MomentumTeacherHook(Hook):
             if name in output:
                 state.last_output[f"teacher_{name}"] = output[name]
 
-    def on_update(self, engine: Engine) -> None:
+    def on_update(self, engine: RunEngine) -> None:
         state = engine.state
         self._require_teacher()
         momentum = cosine_momentum(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -143,7 +144,7 @@ class CropFirstCollate:
         if self.clean_size is not None:
             clean = _batch_tensor((count, 3, self.clean_size, self.clean_size), torch.float32)
         for row, (image, _, index) in enumerate(samples):
-            where = f"item {index}" if isinstance(image, Tensor) else str(image)
+            where = str(image) if isinstance(image, str | Path) else f"item {index}"
             self._cut(SourceImage(image, where), geometry[row], row, views, params, clean)
         if self.views:
             batch["views"] = views

@@ -60,8 +60,9 @@ def _libjpeg_decoder() -> Any:
 
 _DECODE_JPEG = _libjpeg_decoder()
 
-ImageSource = str | Path | Tensor
-"""What a data set item's image may be: an image file or a uint8 tensor ``[3, H, W]``."""
+ImageSource = str | Path | bytes | Tensor
+"""What a data set item's image may be: an image file, its bytes (a shard's sample) or a
+uint8 tensor ``[3, H, W]``."""
 
 
 class SourceImage:
@@ -84,8 +85,12 @@ class SourceImage:
         self._pil: Image.Image | None = None
         self._tensor: Tensor | None = None
         self._jpeg_components = 0
-        if isinstance(source, str | Path):
-            self._data = read_bounded(Path(source), "image", MAX_IMAGE_BYTES, error=DataError)
+        if isinstance(source, str | Path | bytes):
+            self._data = (
+                source
+                if isinstance(source, bytes)
+                else read_bounded(Path(source), "image", MAX_IMAGE_BYTES, error=DataError)
+            )
             header = jpeg_header(self._data)
             if header is None:
                 self.width, self.height = self._open().size

@@ -15,10 +15,11 @@ from hookbus.engine.registry import Registry, UnknownNameError
 from hookbus.parts.models.fine_tune import FineTuneModel
 from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.linear_eval import LinearEvalModel
-from hookbus.parts.models.presets import TV_PREFIX, VIT_PRESETS, vit_sizes
+from hookbus.parts.models.presets import TIMM_PREFIX, TV_PREFIX, VIT_PRESETS, vit_sizes
 from hookbus.parts.models.pretrained import load_backbone_weights
 from hookbus.parts.models.small_cnn import SmallCNN
 from hookbus.parts.models.ssl_model import SSLModel
+from hookbus.parts.models.timm_any import build_timm_model, check_timm_name, zero_timm_classifier
 
 if TYPE_CHECKING:
     from hookbus.parts.models.vit import ViTBackbone
@@ -30,14 +31,16 @@ BACKBONE_OPTIONS = tuple(key for key in BackboneConfig.model_fields if key != "n
 """The keys of ``model.backbone`` that configure the backbone its ``name`` chooses."""
 
 TORCHVISION_OPTIONS = ("in_channels", "image_size")
-"""The options a ``tv:<name>`` backbone reads."""
+"""The options a ``tv:<name>`` or ``timm:<name>`` backbone reads."""
 
 
 class BackboneRegistry(Registry[BackboneBuilder]):
-    """The backbone builders by name; ``tv:<name>`` names any torchvision classifier.
+    """The backbone builders by name; ``tv:<name>`` names any torchvision classifier,
+    ``timm:<name>`` any timm model.
 
     ``get`` of an unknown name raises :class:`UnknownNameError` naming the close names
-    (registered ones, or torchvision's after ``tv:``, which loads torchvision). The
+    (registered ones, or torchvision's after ``tv:``, which loads torchvision, or timm's
+    after ``timm:``, which loads timm; a missing timm names the extra to install). The
     built-in builders of torchvision-based backbones import their module (and
     torchvision) when they build, so that a run of another backbone never loads it. A
     builder registered with the options it reads (``reads``, keys of ``model.backbone``)
@@ -47,14 +50,15 @@ class BackboneRegistry(Registry[BackboneBuilder]):
 
     def reads(self, name: str) -> tuple[str, ...] | None:
         """The options the backbone ``name`` reads, or None when its builder did not say."""
-        if name.startswith(TV_PREFIX):
+        if name.startswith((TV_PREFIX, TIMM_PREFIX)):
             return TORCHVISION_OPTIONS
         return super().reads(name)
 
     def readers(self, key: str) -> list[str]:
-        """The backbones that read ``key``: registered names, then ``tv:<name>``."""
-        tv = [f"{TV_PREFIX}<name>"] if key in TORCHVISION_OPTIONS else []
-        return super().readers(key) + tv
+        """The backbones that read ``key``: registered names, then ``tv:<name>`` and
+        ``timm:<name>``."""
+        any_name = [f"{TV_PREFIX}<name>", f"{TIMM_PREFIX}<name>"]
+        return super().readers(key) + (any_name if key in TORCHVISION_OPTIONS else [])
 
     def get(self, name: str) -> BackboneBuilder:
         """The builder of ``name``: registered, or ``tv:<torchvision model name>``."""
@@ -66,13 +70,20 @@ class BackboneRegistry(Registry[BackboneBuilder]):
             except ValueError as exc:
                 raise UnknownNameError(f"{exc}") from None
             return functools.partial(build_torchvision_backbone, name.removeprefix(TV_PREFIX))
+        if name.startswith(TIMM_PREFIX):
+            try:
+                check_timm_name(name.removeprefix(TIMM_PREFIX))
+            except ValueError as exc:
+                raise UnknownNameError(f"{exc}") from None
+            return functools.partial(build_timm_backbone, name.removeprefix(TIMM_PREFIX))
         try:
             return super().get(name)
         except UnknownNameError as exc:
             close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
             hint = f"; close: {', '.join(close)}" if close else ""
             raise UnknownNameError(
-                f"{exc}, or tv:<name> for a torchvision classification model{hint}"
+                f"{exc}, or tv:<name> for a torchvision classification model, or timm:<name> "
+                f"for a timm model{hint}"
             ) from None
 
     def __contains__(self, name: object) -> bool:
@@ -81,6 +92,12 @@ class BackboneRegistry(Registry[BackboneBuilder]):
 
             try:
                 check_torchvision_name(name.removeprefix(TV_PREFIX))
+            except ValueError:
+                return False
+            return True
+        if isinstance(name, str) and name.startswith(TIMM_PREFIX):
+            try:
+                check_timm_name(name.removeprefix(TIMM_PREFIX))
             except ValueError:
                 return False
             return True
@@ -131,6 +148,12 @@ def build_torchvision_backbone(model: str, cfg: BackboneConfig) -> nn.Module:
     from hookbus.parts.models.torchvision_any import build_torchvision_model
 
     return build_torchvision_model(model, in_channels=cfg.in_channels, image_size=cfg.image_size)
+
+
+def build_timm_backbone(model: str, cfg: BackboneConfig) -> nn.Module:
+    """timm's ``model`` (``timm:<model>``), see
+    :func:`~hookbus.parts.models.timm_any.build_timm_model`."""
+    return build_timm_model(model, in_channels=cfg.in_channels, image_size=cfg.image_size)
 
 
 def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
@@ -190,8 +213,9 @@ def backbone_config(cfg: Config) -> BackboneConfig:
 def zero_classifier_weights(
     backbone: BackboneConfig, weights: dict[str, Tensor], num_classes: int
 ) -> dict[str, Tensor]:
-    """Zero weights of the classifier a ``vit_*`` or ``tv:*`` backbone was built without,
-    keyed as in torchvision's model (``num_classes`` outputs); ``{}`` for the others."""
+    """Zero weights of the classifier a ``vit_*``, ``tv:*`` or ``timm:*`` backbone was built
+    without, keyed as in torchvision's or timm's model (``num_classes`` outputs); ``{}`` for
+    the others."""
     if backbone.name in VIT_PRESETS:
         width = weights["class_token"].shape[-1]
         return {
@@ -202,6 +226,13 @@ def zero_classifier_weights(
         from hookbus.parts.models.torchvision_any import zero_classifier
 
         return zero_classifier(backbone.name.removeprefix(TV_PREFIX), num_classes)
+    if backbone.name.startswith(TIMM_PREFIX):
+        return zero_timm_classifier(
+            backbone.name.removeprefix(TIMM_PREFIX),
+            num_classes,
+            in_channels=backbone.in_channels,
+            image_size=backbone.image_size,
+        )
     return {}
 
 
@@ -240,7 +271,9 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     """The model of ``cfg``: an :class:`SSLModel`, a :class:`LinearEvalModel` when
     ``model.linear_eval.enabled``, or a :class:`FineTuneModel` when
     ``model.fine_tune.enabled``, or a :class:`MaskedAutoencoder` (ViT backbone and
-    ``model.mae_decoder``) when ``loss.name`` is ``mae``.
+    ``model.mae_decoder``) when ``loss.name`` is ``mae``, or a
+    :class:`~hookbus.parts.models.ijepa.JepaModel` (ViT backbone and
+    ``model.ijepa_predictor``) when it is ``ijepa``.
 
     The SSL model is the backbone named by ``model.backbone.name``, an :class:`MLPHead`
     (``model.head``), and when configured a predictor MLP (``model.predictor``) and
@@ -281,7 +314,13 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
         from hookbus.parts.models.mae import build_masked_autoencoder
 
         return build_masked_autoencoder(cfg, backbone, name)
-    head_dims = [backbone.out_dim if size == "backbone" else size for size in model_cfg.head.dims]
+    if cfg.loss.name == "ijepa":
+        # I-JEPA has a predictor over token positions instead of a head.
+        from hookbus.parts.models.ijepa import build_jepa_model
+
+        return build_jepa_model(cfg, backbone, name)
+    out_dim: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
+    head_dims = [out_dim if size == "backbone" else size for size in model_cfg.head.dims]
     if head_dims[0] != backbone.out_dim:
         raise ValueError(
             f"model.head.dims[0] is {head_dims[0]} but backbone "

@@ -10,6 +10,9 @@ from dataclasses import dataclass, replace
 TV_PREFIX = "tv:"
 """Prefix of a backbone name that names a torchvision classification model."""
 
+TIMM_PREFIX = "timm:"
+"""Prefix of a backbone name that names a timm model (the ``timm`` extra)."""
+
 RESNET_NAMES = ("resnet18", "resnet50")
 """The ResNet backbones (torchvision's ResNet trunks)."""
 

@@ -1,0 +1,140 @@
+"""I-JEPA: predict the target encoder's tokens of target blocks from a context block."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from hookbus.engine.methods import MethodHook, MethodSpec, ModelSection, Views, register_method
+from hookbus.engine.section import MomentumSchedule, Positive, Section
+
+if TYPE_CHECKING:
+    from hookbus.engine.config import Config
+
+Fraction = Annotated[float, Field(gt=0, le=1)]
+"""A share of an image's patches, or of a range: above 0, at most 1."""
+
+
+class IjepaConfig(MomentumSchedule):
+    """I-JEPA: predict the target encoder's tokens of target blocks from a context block.
+    The target encoder is an EMA of the context encoder (momentum 0.996 to 1)."""
+
+    momentum: float = Field(0.996, ge=0, le=1, description="EMA momentum at the first step")
+    distance: Literal["smooth_l1", "l2"] = Field(
+        "smooth_l1",
+        description="smooth_l1: the authors' code (mean over every value); l2: the paper's "
+        "equation (squared distances summed over a block's tokens, averaged over the blocks)",
+    )
+    target_blocks: int = Field(4, ge=1, le=64, description="target blocks per image (M)")
+    target_scale: tuple[Fraction, Fraction] = Field(
+        (0.15, 0.2), description="share of the patch grid in a target block, lowest and highest"
+    )
+    target_aspect_ratio: tuple[Positive, Positive] = Field(
+        (0.75, 1.5), description="height / width of a target block, lowest and highest"
+    )
+    context_scale: tuple[Fraction, Fraction] = Field(
+        (0.85, 1.0), description="share of the patch grid in the (square) context block"
+    )
+    min_context_patches: int = Field(
+        10, ge=1, le=1_000_000, description="fewest patches a context keeps outside the targets"
+    )
+
+    @model_validator(mode="after")
+    def _ranges_rise(self) -> IjepaConfig:
+        for key in ("target_scale", "target_aspect_ratio", "context_scale"):
+            low, high = getattr(self, key)
+            if low > high:
+                raise ValueError(f"{key}: the lowest ({low}) is above the highest ({high})")
+        return self
+
+
+class IjepaPredictorConfig(Section):
+    """I-JEPA's predictor: a narrow ViT from the context tokens and the target blocks'
+    positions to the target tokens (built only when ``loss.name`` is ``ijepa``)."""
+
+    width: int = Field(
+        384,
+        ge=4,
+        le=8192,
+        description="token width of the predictor (a multiple of 4 and of heads)",
+    )
+    depth: int = Field(12, ge=1, le=64, description="transformer blocks of the predictor")
+    heads: int = Field(12, ge=1, le=128, description="attention heads of the predictor")
+    mlp_dim: int | None = Field(
+        None, ge=1, le=32_768, description="hidden size of each block's MLP; None: 4 x width"
+    )
+
+    @model_validator(mode="after")
+    def _width_fits(self) -> IjepaPredictorConfig:
+        if self.width % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
+        if self.width % 4:
+            raise ValueError(
+                f"width ({self.width}) must be a multiple of 4: the fixed 2-D sine-cosine "
+                "position embedding gives each axis a sine and a cosine half"
+            )
+        return self
+
+
+def check_ijepa(cfg: Config) -> None:
+    """I-JEPA encodes its one view (checked by the shared rule) with a ViT named by the
+    config (``vit_*`` or ``timm:<name>``; its patch size sizes the collate's masks, so a
+    backbone from Python cannot be used), and has a predictor (``model.ijepa_predictor``)
+    instead of a projection head, predictor MLP or prototypes."""
+    model = cfg.model
+    name = model.backbone.name
+    if cfg.from_python.backbone or not name.startswith(("vit_", "timm:")):
+        got = (
+            f"a backbone from Python ({cfg.from_python.backbone})"
+            if cfg.from_python.backbone
+            else name
+        )
+        raise ValueError(
+            "loss.name ijepa predicts the patch tokens of a Vision Transformer named by the "
+            f"config: model.backbone.name must be vit_tiny, vit_s16, vit_b16 or a timm ViT "
+            f"(timm:<name>), not {got}"
+        )
+    if model.predictor.dims or model.prototypes.count:
+        raise ValueError(
+            "loss.name ijepa has its own predictor (model.ijepa_predictor), no predictor MLP or "
+            "prototypes: set model.predictor.dims=[] and model.prototypes.count=0"
+        )
+    head = model.head.changed_keys()
+    if head:
+        raise ValueError(
+            f"model.head.{head[0]}: loss.name ijepa has no projection head, so model.head is "
+            "not used; remove it"
+        )
+
+
+IJEPA = register_method(
+    MethodSpec(
+        name="ijepa",
+        title="I-JEPA",
+        parts=("predictor ViT",),
+        views=Views(
+            1, 1, small_views=False, reason="predicts masked blocks of one view of each image"
+        ),
+        section=IjepaConfig,
+        model_section=ModelSection(
+            key="ijepa_predictor",
+            part="predictor ViT",
+            section=IjepaPredictorConfig,
+            description="loss.name ijepa: the predictor's sizes",
+        ),
+        hooks=(
+            MethodHook(
+                "momentum_teacher",
+                lambda cfg: {
+                    "momentum": cfg.loss.ijepa.momentum,
+                    "final_momentum": cfg.loss.ijepa.final_momentum,
+                    "shuffle_seed": cfg.trainer.seed,
+                },
+                role="target encoder",
+            ),
+        ),
+        check=check_ijepa,
+        order=110,
+    )
+)

@@ -1,0 +1,201 @@
+"""Any timm model as a backbone: ``model.backbone.name: timm:<name>`` (the ``timm`` extra).
+
+The model is built by ``timm.create_model(<name>, pretrained=False, num_classes=0)``:
+random init, nothing downloaded, and no classifier, so that the backbone gives the
+pooled features its classifier would read, ``[B, out_dim]`` (a ViT's class token after
+the final norm, a CNN's global average pool). The module is timm's own, so its
+``state_dict`` keys are timm's minus the classifier: ``hookbus export`` adds a zero
+classifier back, and ``timm.create_model(<name>, checkpoint_path=<file>)`` loads the file
+(with the run's ``in_chans`` and ``img_size`` where they are not the model's defaults).
+
+A name with a pretrained tag (``vit_small_patch16_224.augreg_in21k``) is refused: hookbus
+never downloads weights. Weights from a local file load through
+``model.fine_tune.checkpoint`` or ``model.linear_eval.checkpoint`` (a state dict keyed as
+timm's model; its classifier is dropped).
+
+timm's Vision Transformers (``timm.models.vision_transformer.VisionTransformer``) also
+give their tokens to the methods that read them: :class:`TimmViTTokens`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from types import ModuleType
+
+import torch
+from torch import Tensor, nn
+
+from hookbus.parts.models.presets import TIMM_PREFIX
+
+TIMM_EXTRA = "pip install 'hookbus[timm]'"
+"""How to install timm for the ``timm:<name>`` backbones."""
+
+
+def _timm() -> ModuleType:
+    try:
+        import timm
+    except ImportError:
+        raise ValueError(
+            f"the {TIMM_PREFIX}<name> backbones need the timm package, which is not "
+            f"installed: {TIMM_EXTRA}"
+        ) from None
+    return timm
+
+
+@functools.cache
+def timm_names() -> tuple[str, ...]:
+    """The names of timm's models (``timm.list_models()``, without pretrained tags), sorted."""
+    return tuple(sorted(_timm().list_models()))
+
+
+def check_timm_name(model: str) -> None:
+    """Raise ValueError when timm is missing (naming the extra to install), when
+    ``model`` carries a pretrained tag, or when timm has no model ``model`` (naming close
+    names)."""
+    names = timm_names()
+    if model in names:
+        return
+    base, dot, tag = model.partition(".")
+    if dot and base in names:
+        raise ValueError(
+            f"{TIMM_PREFIX}{model} names timm's pretrained weights {tag!r}, which hookbus never "
+            f"downloads: use {TIMM_PREFIX}{base} (random init) and, for weights in a local "
+            "file, model.fine_tune.checkpoint or model.linear_eval.checkpoint"
+        )
+    close = difflib.get_close_matches(model, names, n=5, cutoff=0.6)
+    hint = f"close names: {', '.join(TIMM_PREFIX + n for n in close)}" if close else "none close"
+    raise ValueError(f"unknown timm model {model!r} ({hint}; all: timm.list_models())")
+
+
+def _create(model: str, *, in_channels: int, image_size: int | None, **kwargs: object) -> nn.Module:
+    # img_size sizes the position embedding of ViT-like models; the models that take
+    # images of any size (CNNs) do not accept it.
+    timm = _timm()
+    if image_size is not None:
+        try:
+            return timm.create_model(
+                model, pretrained=False, in_chans=in_channels, img_size=image_size, **kwargs
+            )
+        except TypeError as exc:
+            if "img_size" not in str(exc):
+                raise
+    return timm.create_model(model, pretrained=False, in_chans=in_channels, **kwargs)
+
+
+def classifier_prefix(net: nn.Module) -> str:
+    """The dotted prefix of the classifier's keys in timm's model (``head.``, ``fc.``,
+    ``head.fc.``...), from its ``pretrained_cfg``."""
+    return f"{net.pretrained_cfg['classifier']}."
+
+
+def _drop_classifier_keys(prefix: str, module, state_dict, own_prefix, *args) -> None:
+    # An exported file carries a zero classifier for timm; the backbone has none.
+    for key in [key for key in state_dict if key.startswith(own_prefix + prefix)]:
+        del state_dict[key]
+
+
+def build_timm_model(
+    model: str, *, in_channels: int = 3, image_size: int | None = None
+) -> nn.Module:
+    """timm's model ``model`` as a backbone with an ``out_dim``.
+
+    Random init, no classifier (``num_classes=0``); ``in_channels`` is timm's
+    ``in_chans``, and ``image_size`` its ``img_size`` for the models that take one (the
+    ViTs' position embedding). ``out_dim`` is checked by a forward of one blank image of
+    ``image_size`` (224 when None). Loading a state dict drops the classifier's keys, so
+    that an exported file loads back. Raises ValueError for a missing timm, an unknown
+    or tagged name (:func:`check_timm_name`), or a model that cannot take images of that
+    size.
+    """
+    check_timm_name(model)
+    where = f"{TIMM_PREFIX}{model}"
+    side = image_size or 224
+    try:
+        net = _create(model, in_channels=in_channels, image_size=image_size, num_classes=0)
+    except (RuntimeError, ValueError, AssertionError, TypeError) as exc:
+        raise ValueError(f"{where}: timm cannot build it: {str(exc).splitlines()[0]}") from None
+    net.register_load_state_dict_pre_hook(
+        functools.partial(_drop_classifier_keys, classifier_prefix(net))
+    )
+    net.eval()
+    try:
+        with torch.no_grad():
+            features = net(torch.zeros(1, in_channels, side, side))
+    except (RuntimeError, ValueError, AssertionError) as exc:
+        problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"{where} cannot encode {side}x{side} images: {problem}") from None
+    finally:
+        net.train()
+    if not isinstance(features, Tensor) or features.dim() != 2:
+        shape = tuple(features.shape) if isinstance(features, Tensor) else type(features).__name__
+        raise ValueError(f"{where}: without its classifier it gives {shape}, not features [B, D]")
+    net.out_dim = features.shape[1]
+    return net
+
+
+def zero_timm_classifier(
+    model: str, num_classes: int, *, in_channels: int = 3, image_size: int | None = None
+) -> dict[str, Tensor]:
+    """Zero weights for the classifier that :func:`build_timm_model` leaves out, keyed
+    and shaped as in ``timm.create_model(model, num_classes=num_classes)``."""
+    with torch.device("meta"):
+        net = _create(
+            model, in_channels=in_channels, image_size=image_size, num_classes=num_classes
+        )
+    prefix = classifier_prefix(net)
+    return {
+        key: torch.zeros(value.shape, dtype=value.dtype)
+        for key, value in net.state_dict().items()
+        if key.startswith(prefix)
+    }
+
+
+def is_timm_vit(net: nn.Module) -> bool:
+    """Whether ``net`` is timm's ``VisionTransformer`` (timm imported only if installed)."""
+    try:
+        from timm.models.vision_transformer import VisionTransformer
+    except ImportError:
+        return False
+    return isinstance(net, VisionTransformer)
+
+
+class TimmViTTokens:
+    """The tokens of timm's ``VisionTransformer`` ``net`` after its final norm.
+
+    ``net`` keeps its prefix tokens (class token, registers: ``num_prefix_tokens``) in
+    every forward; they attend and are attended to, and are left out of what
+    :meth:`patch_tokens` returns.
+    """
+
+    def __init__(self, net: nn.Module) -> None:
+        self.net = net
+        patch = net.patch_embed.patch_size
+        self.patch_size = patch[0] if isinstance(patch, tuple) else patch
+
+    def patch_tokens(self, images: Tensor, keep: Tensor | None = None) -> Tensor:
+        """The patch tokens ``[B, N, width]`` of ``images`` (row by row), or with ``keep``
+        ``[B, K]`` the tokens of those patches only, encoded without the others:
+        ``[B, K, width]``. With every index, in order, both are the same."""
+        net = self.net
+        x = net._pos_embed(net.patch_embed(images))
+        prefix = net.num_prefix_tokens
+        if keep is not None:
+            patches = torch.gather(x[:, prefix:], 1, keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+            x = torch.cat([x[:, :prefix], patches], dim=1)
+        x = net.norm(net.blocks(net.norm_pre(net.patch_drop(x))))
+        return x[:, prefix:]
+
+
+def timm_patch_size(model: str) -> int:
+    """The patch side of timm's ViT ``model`` (built on the meta device, no weights);
+    ``ValueError`` when ``model`` is no timm ``VisionTransformer``."""
+    check_timm_name(model)
+    with torch.device("meta"):
+        net = _timm().create_model(model, pretrained=False, num_classes=0)
+    if not is_timm_vit(net):
+        raise ValueError(
+            f"{TIMM_PREFIX}{model} is a {type(net).__name__}, not timm's VisionTransformer, "
+            "whose patch tokens the method reads"
+        )
+    return TimmViTTokens(net).patch_size

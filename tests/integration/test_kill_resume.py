@@ -1,0 +1,80 @@
+"""SIGKILL a real training process at random moments; the resumed run is bit-identical."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.kill_harness import Outcome, kill_campaign
+
+
+def assert_identical(outcome: Outcome, kills: int) -> None:
+    assert outcome.kills == kills, outcome.notes
+    assert outcome.identical_parameters
+    assert outcome.identical_losses
+    assert outcome.identical_metrics_file
+    assert outcome.identical_iteration
+
+
+MOCO = {"loss": {"name": "moco", "moco": {"queue_size": 32}}}
+"""MoCo: a key encoder and a queue of keys, both in every checkpoint, beside what every
+run checkpoints (weights, optimizer, schedules, random streams, the loaders' place)."""
+
+
+def test_a_run_killed_three_times_and_resumed_equals_an_uninterrupted_one(
+    tmp_path: Path,
+) -> None:
+    outcome = kill_campaign(tmp_path, kills=3, seed=1, epochs=24, sections=MOCO)
+    assert_identical(outcome, kills=3)
+
+
+METHODS = {
+    # a support set of nearest neighbours, in every checkpoint
+    "nnclr": {
+        "loss": {"name": "nnclr", "nnclr": {"queue_size": 32}},
+        "model": {"predictor": {"dims": [8, 16, 8]}},
+    },
+    # one view, patches masked from torch's generator, whose state is in every checkpoint
+    "mae": {
+        "loss": {"name": "mae"},
+        "model": {
+            "backbone": {
+                "name": "vit_tiny",
+                "vit": {"patch_size": 2, "width": 8, "depth": 1, "heads": 2, "mlp_dim": 16},
+            },
+            "head": {},  # MAE builds no projection head: the recipe's is dropped
+            "mae_decoder": {"width": 8, "depth": 1, "heads": 2},
+        },
+        "data": {"num_views": 1},
+    },
+    # a target encoder (the teacher), a predictor, and block masks made in the collate
+    "ijepa": {
+        "loss": {"name": "ijepa", "ijepa": {"min_context_patches": 2}},
+        "model": {
+            "backbone": {
+                "name": "vit_tiny",
+                "vit": {"patch_size": 2, "width": 8, "depth": 1, "heads": 2, "mlp_dim": 16},
+            },
+            "head": {},  # I-JEPA builds no projection head: the recipe's is dropped
+            "ijepa_predictor": {"width": 8, "depth": 1, "heads": 2},
+        },
+        "data": {"num_views": 1},
+    },
+    # a teacher, a center and multi-crop views
+    "dino": {
+        "loss": {"name": "dino"},
+        "model": {"prototypes": {"count": 12, "weight_norm": True}},
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
+    },
+}
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_killed_method_run_with_hook_state_equals_an_uninterrupted_one(
+    tmp_path: Path, method: str
+) -> None:
+    # One kill each: several kills in a row (on MoCo) are the test above's; this one
+    # checks that each method's own state resumes from a checkpoint of a killed process
+    outcome = kill_campaign(tmp_path, kills=1, seed=2, epochs=12, sections=METHODS[method])
+    assert_identical(outcome, kills=1)
