@@ -98,6 +98,7 @@ def test_finished_run_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "training already complete" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_console_script_prints_help_with_examples() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "hookbus", "train", "--help"],
