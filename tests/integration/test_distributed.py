@@ -55,7 +55,6 @@ def test_two_process_training_writes_one_run_directory(tmp_path: Path) -> None:
     assert len(list_checkpoints(run)) == 1
 
 
-@pytest.mark.slow
 @pytest.fixture(scope="module")
 def test_phase_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The run directories of one test phase of the linear-evaluation recipe at random
@@ -78,7 +77,6 @@ def test_phase_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
     return one, two
 
 
-@pytest.mark.slow
 @pytest.fixture(scope="module")
 def test_phase_rows(test_phase_runs: tuple[Path, Path]) -> tuple[dict, dict]:
     """The metrics.json row of the test phase, in one process and on two ranks."""
