@@ -34,10 +34,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory docs
 
-# The tests not marked slow (no training past a few steps, no subprocess or torchrun):
-# the loop to run while changing code, under a minute on 2 cores.
+# The kernel, parts, hooks and steps tests not marked slow (no training past a few steps,
+# no subprocess or torchrun): the loop to run while changing code, under a minute on 2 cores.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" tests/kernel tests/parts tests/hooks tests/steps
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
