@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # .venv takes about 6 GB: the pinned torch is a CUDA build (it runs on the CPU too).
 VENV_KB := 6500000
 
-.PHONY: demo test test-fast lint format clean docs docs-reference doc-blocks
+.PHONY: demo test test-fast lint typecheck format clean docs docs-reference doc-blocks FORCE
 
 # Each step leaves its stamp only when it succeeded, so a failed install (a full disk,
 # say) is retried by the next make instead of leaving a venv without torch.
@@ -20,9 +20,23 @@ $(TORCH_STAMP):
 	$(BIN)/pip install torch==2.14.1 torchvision==0.29.1
 	touch $(TORCH_STAMP)
 
-$(STAMP): $(TORCH_STAMP) setup.cfg pyproject.toml
-	$(BIN)/pip install -e .[dev,wandb,mlflow]
+# The editable install is setuptools' strict mode: build/__editable__.*/hookbus is a tree
+# of links to the checkout's files, which type checkers and editors read as a plain
+# package (the default mode maps the folders at run time only, through an import hook no
+# static tool follows). It links the files there at install time, so the list of the
+# package's files is an input: adding or removing a module re-links at the next make.
+PACKAGE_FILES := $(VENV)/.package-files
+$(PACKAGE_FILES): FORCE
+	@mkdir -p $(VENV)
+	@find engine parts hooks steps hookbus configs examples \
+		\( -name '*.py' -o -name '*.yaml' -o -name py.typed \) -print | LC_ALL=C sort > $@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+$(STAMP): $(TORCH_STAMP) setup.cfg pyproject.toml $(PACKAGE_FILES)
+	$(BIN)/pip install -e .[dev,wandb,mlflow,shards] --config-settings editable_mode=strict
 	touch $(STAMP)
+
+FORCE:
 
 demo: $(STAMP)
 	$(BIN)/hookbus train configs/simclr_digits.yaml
@@ -31,6 +45,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory docs
 
@@ -42,6 +57,10 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# mypy on the package (pyproject.toml's [tool.mypy]: packages = hookbus); 0 errors.
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .

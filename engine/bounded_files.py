@@ -44,11 +44,12 @@ def describe_size(size: int) -> str:
     """``size`` bytes for a person: ``512 bytes``, ``4.0 KiB``, ``8.0 GiB``."""
     if size < 1024:
         return f"{size} bytes"
+    scaled = float(size)
     for unit in ("KiB", "MiB", "GiB", "TiB"):
-        size /= 1024
-        if size < 1024 or unit == "TiB":
+        scaled /= 1024
+        if scaled < 1024 or unit == "TiB":
             break
-    return f"{size:.1f} {unit}"
+    return f"{scaled:.1f} {unit}"
 
 
 def _kind(mode: int) -> str:

@@ -42,6 +42,7 @@ from torch import Tensor
 from hookbus.engine.checkpoint_io import COUNTER_KEYS
 from hookbus.engine.config_changes import check_epochs, check_world_size, config_changes
 from hookbus.engine.errors import CheckpointError
+from hookbus.engine.state import RunState
 
 Number = (int, float)
 """Types a number of a state may be saved as (``bool`` is an ``int``)."""
@@ -58,7 +59,9 @@ class _Misfit(Exception):
         self.section, self.problem = section, problem
 
 
-def check_checkpoint_contents(state: Any, checkpoint: dict[str, Any], source: str) -> list[str]:
+def check_checkpoint_contents(
+    state: RunState, checkpoint: dict[str, Any], source: str
+) -> list[str]:
     """Check that ``checkpoint`` (as :func:`~hookbus.engine.checkpoint_io.load_checkpoint`
     returned it) fits the run of ``state`` (a prepared ``RunState``: model, optimizer,
     hooks, meters and phase plan built); returns its config changes, lines
@@ -93,7 +96,7 @@ def check_checkpoint_contents(state: Any, checkpoint: dict[str, Any], source: st
     return changes
 
 
-def contents_check(state: Any) -> Callable[[Path, dict[str, Any]], list[str]]:
+def contents_check(state: RunState) -> Callable[[Path, dict[str, Any]], list[str]]:
     """:func:`check_checkpoint_contents` for the run of ``state``, as
     :func:`~hookbus.engine.checkpoint_io.newest_valid_checkpoint` calls its ``check``."""
     return lambda path, checkpoint: check_checkpoint_contents(state, checkpoint, str(path))
@@ -105,7 +108,7 @@ def _message(source: str, misfit: _Misfit) -> str:
     return f"checkpoint {source} does not fit this run: {misfit}"
 
 
-def _check_counters(state: Any, checkpoint: dict[str, Any], mid_phase: bool) -> None:
+def _check_counters(state: RunState, checkpoint: dict[str, Any], mid_phase: bool) -> None:
     """The counters, within the phase plan. Test phases may have changed length at a
     phase boundary (``data.test_batch_size``), so counts of test steps are bounded only
     inside a phase."""
@@ -140,7 +143,7 @@ def _check_counters(state: Any, checkpoint: dict[str, Any], mid_phase: bool) -> 
             raise _Misfit(key, f"{value} is outside {within}, what phase {phase_idx} allows")
 
 
-def _check_modules(state: Any, checkpoint: dict[str, Any], mid_phase: bool) -> None:
+def _check_modules(state: RunState, checkpoint: dict[str, Any], mid_phase: bool) -> None:
     """The model's and the loss's weights; the scaler's, hooks' and meters' states."""
     _check_weights("model", checkpoint["model"], state.base_model.state_dict())
     if state.loss_fn is not None:

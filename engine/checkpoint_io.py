@@ -111,7 +111,11 @@ def verify_checksum(path: Path) -> None:
                 f"checkpoint {path} is {actual} bytes, its checksum file says {size}: truncated"
             )
         try:
-            computed = hashlib.file_digest(handle, "sha256").hexdigest()
+            # hashlib.file_digest is Python 3.11's; hookbus runs on 3.10 too.
+            hasher = hashlib.sha256()
+            for chunk in iter(lambda: handle.read(1 << 18), b""):
+                hasher.update(chunk)
+            computed = hasher.hexdigest()
         except OSError as exc:
             raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from None
     if computed != digest:

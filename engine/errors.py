@@ -92,7 +92,7 @@ def writing(what: str | os.PathLike[str], after: str = "") -> Iterator[None]:
         raise write_failure(what, exc, after) from exc
 
 
-class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class LineHandler(logging.StreamHandler):
     """A stream handler for log lines whose failed write raises, instead of printing a
     traceback and going on without its lines (what :class:`logging.StreamHandler` does).
 

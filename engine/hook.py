@@ -11,6 +11,7 @@ from ignite.engine import Engine
 from hookbus.engine.events import SSLEvents
 from hookbus.engine.handler_order import Registration, add_handler, remove_handler
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.engine.state import RunState
 
 H = TypeVar("H", bound="Hook")
@@ -25,8 +26,11 @@ class Hook:
     A subclass defines any of the methods named after :class:`hookbus.SSLEvents`
     (``on_start``, ``on_phase_start``, ``on_forward``, ``on_loss_and_meter``,
     ``on_backward``, ``on_update``, ``on_step``, ``on_phase_end``, ``on_end``,
-    ``on_exception``), each taking the engine. :meth:`attach` registers one handler per
-    method it defines, in ``priority`` order (lower runs first, ties in attach order).
+    ``on_exception``), each taking the engine, typed :class:`hookbus.RunEngine`: its
+    ``state`` is a :class:`hookbus.RunState` (an override that leaves ``engine``
+    unannotated gets that type from here in pyright; mypy needs ``engine: RunEngine``).
+    :meth:`attach` registers one handler per method it defines, in ``priority`` order
+    (lower runs first, ties in attach order).
 
     Hooks read and write the run state (``engine.state``), never each other. A hook that
     keeps state across steps (a queue, a teacher, a timer) overrides :meth:`state_dict`
@@ -40,8 +44,9 @@ class Hook:
 
             @rank_zero_only
             def on_step(self, engine):
-                if self.every_n_train_iterations(engine, 10):
-                    print(float(engine.state.loss))
+                loss = engine.state.loss  # torch.Tensor | None: None before a step
+                if loss is not None and self.every_n_train_iterations(engine, 10):
+                    print(float(loss))
 
         PrintLoss().attach(trainer.engine)
     """
@@ -72,7 +77,7 @@ class Hook:
             if getattr(type(self), event.value, None) is not getattr(Hook, event.value, None)
         ]
 
-    def attach(self, engine: Engine) -> Hook:
+    def attach(self: H, engine: Engine) -> H:
         """Register this hook's methods on ``engine``; returns the hook.
 
         ``engine`` is the trainer's (``trainer.engine``), a :class:`hookbus.FakeEngine`,
@@ -104,7 +109,7 @@ class Hook:
         self._registrations = []
 
     @staticmethod
-    def every_n_train_iterations(engine: Engine, n: int) -> bool:
+    def every_n_train_iterations(engine: RunEngine, n: int) -> bool:
         """True after a train step that brings ``state.iteration`` (train steps done in
         the run) to a multiple of ``n``; False in test phases, and always when ``n`` < 1
         (a frequency of 0 means never). For ``on_step`` and ``on_update`` handlers."""
@@ -112,7 +117,7 @@ class Hook:
         return n > 0 and state.train and state.iteration % n == 0
 
     @staticmethod
-    def is_rank_zero(engine: Engine) -> bool:
+    def is_rank_zero(engine: RunEngine) -> bool:
         """True in the process of rank 0 (the only one in a run of one process)."""
         return engine.state.rank == 0
 
@@ -132,16 +137,16 @@ class Hook:
 
     # The event methods. Subclasses define the ones they need; the base versions are
     # never registered.
-    def on_start(self, engine: Engine) -> None: ...
-    def on_phase_start(self, engine: Engine) -> None: ...
-    def on_forward(self, engine: Engine) -> None: ...
-    def on_loss_and_meter(self, engine: Engine) -> None: ...
-    def on_backward(self, engine: Engine) -> None: ...
-    def on_update(self, engine: Engine) -> None: ...
-    def on_step(self, engine: Engine) -> None: ...
-    def on_phase_end(self, engine: Engine) -> None: ...
-    def on_end(self, engine: Engine) -> None: ...
-    def on_exception(self, engine: Engine) -> None: ...
+    def on_start(self, engine: RunEngine) -> None: ...
+    def on_phase_start(self, engine: RunEngine) -> None: ...
+    def on_forward(self, engine: RunEngine) -> None: ...
+    def on_loss_and_meter(self, engine: RunEngine) -> None: ...
+    def on_backward(self, engine: RunEngine) -> None: ...
+    def on_update(self, engine: RunEngine) -> None: ...
+    def on_step(self, engine: RunEngine) -> None: ...
+    def on_phase_end(self, engine: RunEngine) -> None: ...
+    def on_end(self, engine: RunEngine) -> None: ...
+    def on_exception(self, engine: RunEngine) -> None: ...
 
 
 def _check_run_fields(hook: Hook, engine: Engine) -> None:
@@ -158,7 +163,9 @@ def _check_run_fields(hook: Hook, engine: Engine) -> None:
         )
 
 
-def rank_zero_only(method: Callable[[H, Engine], None]) -> Callable[[H, Engine], None]:
+def rank_zero_only(
+    method: Callable[[H, RunEngine], None],
+) -> Callable[[H, RunEngine], None]:
     """Decorator for a hook's event method: it runs in the process of rank 0 only.
 
     For handlers that write files or print; other ranks return at once. A method that
@@ -167,7 +174,7 @@ def rank_zero_only(method: Callable[[H, Engine], None]) -> Callable[[H, Engine],
     """
 
     @functools.wraps(method)
-    def on_rank_zero(self: H, engine: Engine) -> None:
+    def on_rank_zero(self: H, engine: RunEngine) -> None:
         if engine.state.rank == 0:
             method(self, engine)
 

@@ -25,7 +25,7 @@ def anchor_import_paths(raw: dict[str, Any], base: Path) -> None:
     absolute, read from ``base``. Entries of other types are left for validation to refuse."""
     trainer = raw.get("trainer")
     paths = trainer.get("import_paths") if isinstance(trainer, dict) else None
-    if isinstance(paths, list):
+    if isinstance(trainer, dict) and isinstance(paths, list):
         trainer["import_paths"] = [
             str((base / path).resolve()) if isinstance(path, str) and path.strip() else path
             for path in paths

@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from hookbus.engine import distributed
 from hookbus.engine.errors import PreemptedError
+from hookbus.engine.state import RunState
 
 logger = logging.getLogger("hookbus")
 
@@ -33,7 +34,7 @@ class PreemptionGuard:
     Only the main thread can receive signals; elsewhere the guard does nothing.
     """
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: RunState) -> None:
         self.state = state
         self._previous: dict[int, Any] = {}
 

@@ -5,20 +5,20 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
-from ignite.engine import State
 
 from hookbus.engine.checkpoint_contents import check_checkpoint_contents
 from hookbus.engine.checkpoint_io import FORMAT
 from hookbus.engine.errors import ConfigError
+from hookbus.engine.state import RunState
 
 logger = logging.getLogger("hookbus")
 
 
-def collect_training_state(state: State, *, phase_done: bool) -> dict[str, Any]:
+def collect_training_state(state: RunState, *, phase_done: bool) -> dict[str, Any]:
     """The checkpoint of the run at this point: counters, model, optimizer, hooks, RNGs.
 
     ``phase_done`` says whether the current phase has finished; when it has not, the
@@ -66,7 +66,7 @@ class ResumePoint:
     """What ended the checkpointed run early with ``engine.terminate()``, or None."""
 
 
-def restore_training_state(state: State, checkpoint: dict[str, Any], source: str) -> ResumePoint:
+def restore_training_state(state: RunState, checkpoint: dict[str, Any], source: str) -> ResumePoint:
     """Put ``checkpoint`` back into the run state: the mirror of :func:`collect_training_state`.
 
     Restores the weights, optimizer, scaler, loss, the hooks' states by name, the
@@ -117,7 +117,7 @@ def restore_training_state(state: State, checkpoint: dict[str, Any], source: str
     return ResumePoint(phase_idx, batches, mid_phase=True, stopped_by=stopped_by)
 
 
-def _check_phase_kind(state: State, checkpoint: dict[str, Any], source: str) -> None:
+def _check_phase_kind(state: RunState, checkpoint: dict[str, Any], source: str) -> None:
     phase_idx = checkpoint["phase_idx"]
     if phase_idx >= len(state.phases):
         return
@@ -133,7 +133,8 @@ def _check_phase_kind(state: State, checkpoint: dict[str, Any], source: str) -> 
 
 def _rng_states() -> dict[str, Any]:
     version, mt_state, gauss = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    numpy_state = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
+    kind, keys, pos, has_gauss, cached = numpy_state
     states: dict[str, Any] = {
         "python": [version, list(mt_state), gauss],
         "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],

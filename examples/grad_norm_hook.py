@@ -6,9 +6,8 @@ import logging
 from typing import Any
 
 import torch
-from ignite.engine import Engine
 
-from hookbus import Hook, Priority, register_hook
+from hookbus import Hook, Priority, RunEngine, register_hook
 
 logger = logging.getLogger("hookbus")
 
@@ -42,7 +41,7 @@ class GradNormHook(Hook):
         self.every = every
         self.largest = 0.0
 
-    def on_backward(self, engine: Engine) -> None:
+    def on_backward(self, engine: RunEngine) -> None:
         if not self.is_rank_zero(engine) or not self.every_n_train_iterations(engine, self.every):
             return
         state = engine.state

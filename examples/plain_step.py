@@ -9,20 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from ignite.engine import Engine
 
-from hookbus import SSLEvents, register_train_step
+from hookbus import RunEngine, SSLEvents, register_train_step
 from hookbus.engine.distributed import all_reduce_mean
 from hookbus.parts.optim import learning_rate, set_learning_rate
 from hookbus.steps import move_to_device
 
 
 @register_train_step("plain_step")
-def plain_step(engine: Engine, batch: Any) -> Any:
+def plain_step(engine: RunEngine, batch: Any) -> Any:
     """Forward, loss and meters; in train phases backward and an optimizer step.
 
-    Writes ``last_batch``, ``last_output``, ``loss`` (detached, averaged over ranks),
-    ``loss_sum`` and, in train phases, ``lr`` and ``updates``; fires ``on_forward``,
+    Writes ``last_batch``, ``last_output``, ``loss`` (detached, averaged over ranks)
+    and ``loss_sum`` (``state.add_loss``) and, in train phases, ``lr`` and ``updates``
+    (``state.count_update``); fires ``on_forward``,
     ``on_loss_and_meter``, then in train phases ``on_backward`` and ``on_update``.
     The trainer counts the step in ``iteration`` before calling it, and fires
     ``on_step`` after it returns. What it returns becomes ``state.output``.
@@ -36,8 +36,7 @@ def plain_step(engine: Engine, batch: Any) -> Any:
         engine.fire_event(SSLEvents.ON_FORWARD)
 
         loss = state.loss_fn(output, batch)
-        state.loss = all_reduce_mean(loss.detach())
-        state.loss_sum = state.loss if state.loss_sum is None else state.loss_sum + state.loss
+        state.add_loss(all_reduce_mean(loss.detach()))
         for meter in state.meters:
             meter.update(output, batch)
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
@@ -51,6 +50,6 @@ def plain_step(engine: Engine, batch: Any) -> Any:
     state.lr = learning_rate(state.cfg.optimizer, state.iteration - 1, state.phase_length)
     set_learning_rate(state.optimizer, state.lr)
     state.optimizer.step()
-    state.updates += 1
+    state.count_update()
     engine.fire_event(SSLEvents.ON_UPDATE)
     return state.loss

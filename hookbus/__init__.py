@@ -3,7 +3,7 @@
 The public API, importable from here::
 
     from hookbus import SSLTrainer, Hook, SSLEvents, Priority, load_config, default_hooks
-    from hookbus import FakeEngine, register_hook, register_train_step
+    from hookbus import FakeEngine, RunEngine, RunState, register_hook, register_train_step
     from hookbus import embed_images, save_embeddings
 
 The package is laid out in floors, each importing only from those below it (see
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from hookbus.engine.events import SSLEvents
     from hookbus.engine.hook import Hook
     from hookbus.engine.priorities import Priority
+    from hookbus.engine.run_engine import RunEngine
     from hookbus.engine.state import RunState
     from hookbus.engine.testing import FakeEngine
     from hookbus.hooks.defaults import default_hooks
@@ -55,6 +56,7 @@ _PUBLIC: dict[str, str] = {
     "LOSSES": "hookbus.parts.losses",
     "METERS": "hookbus.parts.meters",
     "Priority": "hookbus.engine.priorities",
+    "RunEngine": "hookbus.engine.run_engine",
     "RunState": "hookbus.engine.state",
     "SSLEvents": "hookbus.engine.events",
     "SSLTrainer": "hookbus.trainer",
@@ -85,6 +87,7 @@ __all__ = [
     "FakeEngine",
     "Hook",
     "Priority",
+    "RunEngine",
     "RunState",
     "SSLEvents",
     "SSLTrainer",

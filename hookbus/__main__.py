@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-if not sys.flags.safe_path and sys.path and sys.path[0] in ("", os.getcwd()):
+if not getattr(sys.flags, "safe_path", False) and sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
 from hookbus.cli import main  # after the working directory is taken off

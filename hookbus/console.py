@@ -66,7 +66,7 @@ def guarded_stdout() -> Iterator[GuardedStream]:
     once it failed, its descriptor is pointed at ``/dev/null``, so that the
     interpreter's last flush at exit neither fails nor prints "Exception ignored"."""
     guard = GuardedStream(sys.stdout)
-    sys.stdout = guard  # type: ignore[assignment]
+    sys.stdout = guard
     try:
         yield guard
     finally:
@@ -100,21 +100,31 @@ class ConsoleHandler(LineHandler):
 
 
 def _handler(level: int) -> logging.Handler:
-    handler = ConsoleHandler(sys.stdout, STDOUT)  # type: ignore[arg-type]
+    handler = ConsoleHandler(sys.stdout, STDOUT)
     handler.set_name(CONSOLE_HANDLER)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     handler.setLevel(level)
     return handler
 
 
-def setup_console(quiet: bool) -> None:
-    """The command line's logging: the ``hookbus`` logger to standard output, INFO (or
-    WARNING when ``quiet``), not passed on to the root logger."""
+@contextmanager
+def console(quiet: bool) -> Iterator[None]:
+    """The command line's logging inside the block: the ``hookbus`` logger to standard
+    output, INFO (or WARNING when ``quiet``), not passed on to the root logger. After the
+    block the logger is as it was, so that ``main()`` called in a process (a test, a
+    notebook) leaves no handler on a stream that may be closed by then."""
+    saved = (list(logger.handlers), logger.level, logger.propagate)
     for old in [h for h in logger.handlers if h.get_name() == CONSOLE_HANDLER]:
         logger.removeHandler(old)
     logger.addHandler(_handler(logging.WARNING if quiet else logging.INFO))
     logger.setLevel(logging.INFO)
     logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]
 
 
 def logging_configured() -> bool:

@@ -61,7 +61,7 @@ def export_backbone(
         built = BACKBONES.get(backbone.name)(backbone)
         check_weights("model", weights, built.state_dict(), str(checkpoint))
     if cfg.from_python.backbone is None and backbone.name in RESNET_NAMES:
-        features = built.out_dim
+        features: int = built.out_dim  # type: ignore[assignment]  # set by every backbone
         weights["fc.weight"] = torch.zeros(num_classes, features)
         weights["fc.bias"] = torch.zeros(num_classes)
     elif cfg.from_python.backbone is None:

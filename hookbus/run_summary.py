@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
-
-from ignite.engine import Engine
 
 from hookbus.engine.checkpoint_io import POINTER_NAME
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 
 
 class RunSummary(Hook):
@@ -46,15 +45,15 @@ class RunSummary(Hook):
         self.first_phase: int | None = None
         self.last: dict[str, str] = {}
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         self.started = time.perf_counter()
         self.start_iteration = engine.state.iteration
 
-    def on_phase_start(self, engine: Engine) -> None:
+    def on_phase_start(self, engine: RunEngine) -> None:
         if self.first_phase is None:
             self.first_phase = engine.state.phase_idx
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         state = engine.state
         parts = []
         if state.phase_loss is not None:
@@ -62,7 +61,7 @@ class RunSummary(Hook):
         parts += [f"{name} {value:.4f}" for name, value in state.metrics.items()]
         self.last[state.phase_name] = ", ".join(parts) or "no steps"
 
-    def lines(self, state: Any) -> list[str]:
+    def lines(self, state: RunState) -> list[str]:
         """The summary of the finished run ``state``, one line per topic."""
         if self.started is None or self.first_phase is None:
             why = (

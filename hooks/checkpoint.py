@@ -7,8 +7,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ignite.engine import Engine
-
 from hookbus.engine.checkpoint_io import (
     checkpoint_name,
     list_checkpoints,
@@ -21,6 +19,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointWriteError
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.engine.training_state import collect_training_state
 from hookbus.hooks.registry import register_hook
 
@@ -100,10 +99,10 @@ class CheckpointHook(Hook):
             async_write=section.async_write,
         )
 
-    def on_phase_start(self, engine: Engine) -> None:
+    def on_phase_start(self, engine: RunEngine) -> None:
         self._phase_open = True
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         state = engine.state
         if state.stop_requested:
             self.save(engine, phase_done=False)
@@ -114,7 +113,7 @@ class CheckpointHook(Hook):
             return  # the phase-end checkpoint follows at once
         self.save(engine, phase_done=False)
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         if self._writer is not None:
             self._writer.raise_if_failed()
         state = engine.state
@@ -128,15 +127,15 @@ class CheckpointHook(Hook):
             self.save(engine, phase_done=True)
         self._phase_open = False
 
-    def on_end(self, engine: Engine) -> None:
+    def on_end(self, engine: RunEngine) -> None:
         if engine.state.stopped_by is not None and self._phase_open is not None:
             self.save(engine, phase_done=not self._phase_open)
         self.wait()
 
-    def on_exception(self, engine: Engine) -> None:
+    def on_exception(self, engine: RunEngine) -> None:
         self.wait()
 
-    def save(self, engine: Engine, *, phase_done: bool) -> Path | None:
+    def save(self, engine: RunEngine, *, phase_done: bool) -> Path | None:
         """Checkpoint the run now; returns the file's path (None on other ranks).
 
         With ``async_write`` the file is written in the background: :meth:`wait` for it.

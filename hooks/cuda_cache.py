@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from ignite.engine import Engine
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import is_cuda
 
@@ -52,6 +52,6 @@ class CudaCacheHook(Hook):
         """The hook at ``cfg.model.cuda_cache.clear_freq``."""
         return cls(clear_freq=cfg.model.cuda_cache.clear_freq)
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         if self.every_n_train_iterations(engine, self.clear_freq) and is_cuda(engine.state.device):
             torch.cuda.empty_cache()

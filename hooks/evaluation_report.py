@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import cast
 
 import torch
-from ignite.engine import Engine
 from torch import Tensor
 
 from hookbus.engine.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
 from hookbus.hooks.registry import register_hook
-from hookbus.parts.meters.knn import KnnVote, extract_features, gather_labelled
+from hookbus.parts.meters.knn import Encode, KnnVote, extract_features, gather_labelled
 from hookbus.parts.models import build_model
 
 logger = logging.getLogger("hookbus")
@@ -77,7 +78,7 @@ class EvaluationReportHook(Hook):
             temperature=knn.temperature,
         )
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         state = engine.state
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(state.cfg.trainer.seed)
@@ -85,7 +86,7 @@ class EvaluationReportHook(Hook):
             initial = build_model(state.cfg, backbone=backbone).to(state.device)
         self._evaluate_as("random init", initial, state)
 
-    def on_end(self, engine: Engine) -> None:
+    def on_end(self, engine: RunEngine) -> None:
         state = engine.state
         self._evaluate_as("trained", state.base_model, state)
         if state.rank != 0:
@@ -94,16 +95,17 @@ class EvaluationReportHook(Hook):
         write_text_atomic(state.run_dir / "evaluation.json", json.dumps(self.results, indent=2))
         logger.info("evaluation of the encoder:\n%s", self.table())
 
-    def _evaluate_as(self, name: str, model: torch.nn.Module, state: Any) -> None:
+    def _evaluate_as(self, name: str, model: torch.nn.Module, state: RunState) -> None:
         """Every rank encodes its share of the test split; rank 0 gathers the whole split
         and stores ``model``'s results under ``name``."""
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            shard = extract_features(model.encode, state.data_loaders["test"], state.device)
+            encode = cast(Encode, model.encode)
+            shard = extract_features(encode, state.data_loaders["test"], state.device)
             test = gather_labelled(*shard)
             if state.rank == 0:
-                train = extract_features(model.encode, state.data_loaders["memory"], state.device)
+                train = extract_features(encode, state.data_loaders["memory"], state.device)
         model.train(was_training)
         if state.rank == 0:
             self.results[name] = self.scores(train, test, state.cfg.trainer.seed)

@@ -7,11 +7,11 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from ignite.engine import Engine
-
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.plot import PLOT_FILE
 from hookbus.hooks.run_stats import phase_scalars
 
@@ -81,7 +81,7 @@ class ExperimentTracker(Hook, ABC):
         """Log ``scalars`` at ``step`` into the open run."""
 
     @abstractmethod
-    def phase_step(self, state: Any) -> int:
+    def phase_step(self, state: RunState) -> int:
         """The step a phase's results are logged at."""
 
     @abstractmethod
@@ -92,29 +92,28 @@ class ExperimentTracker(Hook, ABC):
     def close(self, *, failed: bool) -> None:
         """End the open run, as failed or as finished; nothing when none is open."""
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         if not self.is_open or not self.every_n_train_iterations(engine, self.log_frequency):
             return
         state = engine.state
-        self.log_scalars(
-            {"train/loss": float(state.loss), "train/lr": float(state.lr)}, state.iteration
-        )
+        loss = float(state.loss)  # type: ignore[arg-type]  # the step set it
+        self.log_scalars({"train/loss": loss, "train/lr": float(state.lr)}, state.iteration)
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         if not self.is_open:
             return
         scalars = phase_scalars(engine.state)
         if scalars:
             self.log_scalars(scalars, self.phase_step(engine.state))
 
-    def on_end(self, engine: Engine) -> None:
+    def on_end(self, engine: RunEngine) -> None:
         if not self.is_open:
             return
         run_dir = Path(engine.state.run_dir)
         self.save_results([run_dir / name for name in RESULT_FILES if (run_dir / name).is_file()])
         self.close(failed=False)
 
-    def on_exception(self, engine: Engine) -> None:
+    def on_exception(self, engine: RunEngine) -> None:
         self.close(failed=True)
 
     def state_dict(self) -> dict[str, Any]:

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import torch
-from ignite.engine import Engine
 
 from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, LineHandler, writing
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.phases import epoch_label, phase_label
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.engine.run_files import open_append
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import (
@@ -100,7 +100,7 @@ class LogHook(Hook):
         return cls(log_frequency=cfg.trainer.log_frequency)
 
     @rank_zero_only
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         state = engine.state
         self._open(Path(state.run_dir), Path(state.run_dir) / LOG_FILE)
         origin = f"resumed from {state.resumed_from}" if state.resumed_from else "fresh start"
@@ -114,7 +114,7 @@ class LogHook(Hook):
         )
 
     @rank_zero_only
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         if not self.every_n_train_iterations(engine, self.log_frequency):
             return
         state = engine.state
@@ -127,7 +127,7 @@ class LogHook(Hook):
             epoch_label(state.train_phase_idx, state.train_phase_count),
             state.iteration,
             state.max_iterations,
-            float(state.loss),
+            float(state.loss),  # type: ignore[arg-type]  # the step set it
             state.lr,
             grad,
             recent_batch_time(state, self.log_frequency),
@@ -137,7 +137,7 @@ class LogHook(Hook):
         )
 
     @rank_zero_only
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         state = engine.state
         loss = state.phase_loss
         parts = [
@@ -149,12 +149,12 @@ class LogHook(Hook):
         ]
         logger.info(" | ".join(parts))
 
-    def on_end(self, engine: Engine) -> None:
+    def on_end(self, engine: RunEngine) -> None:
         if self.is_rank_zero(engine):
             logger.info("run finished after %d train iterations", engine.state.iteration)
         self._close()
 
-    def on_exception(self, engine: Engine) -> None:
+    def on_exception(self, engine: RunEngine) -> None:
         state = engine.state
         # an error before on_start (a refused resume) is the caller's to report
         if self.is_rank_zero(engine) and self._file_handler is not None:

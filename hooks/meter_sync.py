@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ignite.engine import Engine
-
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 
 
@@ -28,7 +27,7 @@ class MeterSyncHook(Hook):
 
     priority = Priority.FIRST
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         state = engine.state
         metrics: dict[str, float] = {}
         for meter in state.meters:

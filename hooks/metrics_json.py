@@ -7,16 +7,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ignite.engine import Engine
-
 from hookbus.engine.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.engine.run_files import open_append
 from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import phase_record
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -68,7 +66,7 @@ class MetricsJsonHook(Hook):
         """The metrics-file hook (it has no settings)."""
         return cls()
 
-    def on_phase_start(self, engine: Engine) -> None:
+    def on_phase_start(self, engine: RunEngine) -> None:
         if not self._first_phase:
             return
         self._first_phase = False
@@ -76,9 +74,9 @@ class MetricsJsonHook(Hook):
             drop_phases_from(Path(engine.state.run_dir) / METRICS_FILE, engine.state.phase_idx)
 
     @rank_zero_only
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         state = engine.state
-        record = phase_record(state)
+        record = state.phase_record()
         path = Path(state.run_dir) / METRICS_FILE
         with writing(path, RESUME_HINT), open_append(state.run_dir, path) as file:
             file.write(json.dumps(record) + "\n")

@@ -6,14 +6,14 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from ignite.engine import Engine
+from typing import TYPE_CHECKING, Any, cast
 
 from hookbus.engine.config import Config
 from hookbus.engine.config_changes import flatten
 from hookbus.engine.errors import UserError
 from hookbus.engine.hook import rank_zero_only
+from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.experiment_tracker import ExperimentTracker
 from hookbus.hooks.registry import register_hook
 
@@ -104,7 +104,7 @@ class MlflowHook(ExperimentTracker):
         )
 
     @rank_zero_only
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         # Imported here: mlflow takes about a second to import, paid only by runs that
         # log to it.
         from mlflow.exceptions import MlflowException
@@ -129,7 +129,7 @@ class MlflowHook(ExperimentTracker):
     def is_open(self) -> bool:
         return self.client is not None
 
-    def phase_step(self, state: Any) -> int:
+    def phase_step(self, state: RunState) -> int:
         """The ``train_phase_idx``, as TensorBoard's."""
         return state.train_phase_idx
 
@@ -140,7 +140,8 @@ class MlflowHook(ExperimentTracker):
 
     def close(self, *, failed: bool) -> None:
         if self.client is not None:
-            self.client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
+            status = "FAILED" if failed else "FINISHED"
+            self.client.set_terminated(cast(str, self.run_id), status=status)  # the run is open
             self.client = None
 
     def _open_run(self, client: MlflowClient, run_dir: Path) -> dict[str, str]:
@@ -186,7 +187,8 @@ class MlflowHook(ExperimentTracker):
         }
         new = [Param(key, value) for key, value in values.items() if key not in logged]
         for start in range(0, len(new), PARAMS_PER_CALL):
-            client.log_batch(self.run_id, params=new[start : start + PARAMS_PER_CALL])
+            batch = new[start : start + PARAMS_PER_CALL]
+            client.log_batch(cast(str, self.run_id), params=batch)  # the run is open
         changed = [
             f"{key}: {logged[key]} -> {value}"
             for key, value in values.items()
@@ -206,4 +208,4 @@ class MlflowHook(ExperimentTracker):
         assert self.client is not None
         stamp = int(time.time() * 1000)
         metrics = [Metric(key, float(value), stamp, step) for key, value in scalars.items()]
-        self.client.log_batch(self.run_id, metrics=metrics)
+        self.client.log_batch(cast(str, self.run_id), metrics=metrics)  # the run is open

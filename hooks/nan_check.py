@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import torch
-from ignite.engine import Engine
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.phases import phase_label
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
@@ -139,15 +140,16 @@ class NanCheckHook(Hook):
             state_frequency=cfg.checkpoint.iter_frequency,
         )
 
-    def on_loss_and_meter(self, engine: Engine) -> None:
-        state: Any = engine.state
-        self._pending.append(_step_of(state, state.loss))
+    def on_loss_and_meter(self, engine: RunEngine) -> None:
+        state = engine.state
+        loss = cast(torch.Tensor, state.loss)  # on_loss_and_meter: the step set it
+        self._pending.append(_step_of(state, loss))
         step = self._pending[-1]
         if (step.iteration if step.train else step.step) % self.check_frequency == 0:
             self._check_losses()
 
-    def on_step(self, engine: Engine) -> None:
-        state: Any = engine.state
+    def on_step(self, engine: RunEngine) -> None:
+        state = engine.state
         if state.stop_requested:
             self._check_losses()
             self._check_tensors(
@@ -156,9 +158,9 @@ class NanCheckHook(Hook):
         elif self.state_frequency and self.every_n_train_iterations(engine, self.state_frequency):
             self._check_tensors(engine, f"after train iteration {state.iteration}")
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         self._check_losses()
-        state: Any = engine.state
+        state = engine.state
         if state.train:
             self._check_tensors(
                 engine,
@@ -167,8 +169,8 @@ class NanCheckHook(Hook):
                 f"train iteration {state.iteration}",
             )
 
-    def on_end(self, engine: Engine) -> None:
-        state: Any = engine.state
+    def on_end(self, engine: RunEngine) -> None:
+        state = engine.state
         if getattr(state, "stopped_by", None) is not None:
             self._check_losses()
             self._check_tensors(
@@ -193,7 +195,7 @@ class NanCheckHook(Hook):
                 "temperature near 0 or a learning rate too high?)"
             )
 
-    def _check_tensors(self, engine: Engine, when: str) -> None:
+    def _check_tensors(self, engine: RunEngine, when: str) -> None:
         if not self.check_state:
             return
         tensors = _model_and_optimizer_tensors(engine.state)
@@ -207,7 +209,7 @@ class NanCheckHook(Hook):
                 raise DegenerateTrainingError(f"{what} holds {kind} {when}")
 
 
-def _step_of(state: Any, loss: torch.Tensor) -> _Step:
+def _step_of(state: RunState, loss: torch.Tensor) -> _Step:
     return _Step(
         loss=loss.detach(),
         phase_idx=state.phase_idx,
@@ -220,7 +222,7 @@ def _step_of(state: Any, loss: torch.Tensor) -> _Step:
     )
 
 
-def _model_and_optimizer_tensors(state: Any) -> list[tuple[str, torch.Tensor]]:
+def _model_and_optimizer_tensors(state: RunState) -> list[tuple[str, torch.Tensor]]:
     """The floating-point weights and buffers of ``state.base_model`` and the tensors of
     ``state.optimizer``'s state, each with a name for an error message."""
     tensors: list[tuple[str, torch.Tensor]] = []

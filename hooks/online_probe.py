@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
-from ignite.engine import Engine
 from torch import Tensor, nn
 
 from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 
 
@@ -104,16 +104,16 @@ class OnlineProbeHook(Hook):
             weight_decay=section.weight_decay,
         )
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         if self._restored is not None:
             self._build(engine.state.device)
 
-    def on_phase_start(self, engine: Engine) -> None:
+    def on_phase_start(self, engine: RunEngine) -> None:
         if engine.state.batches == 0:
             self.correct = torch.zeros((), dtype=torch.float64)
             self.total = torch.zeros((), dtype=torch.float64)
 
-    def on_loss_and_meter(self, engine: Engine) -> None:
+    def on_loss_and_meter(self, engine: RunEngine) -> None:
         state = engine.state
         output = state.last_output
         key = "view_features" if state.train else "features"
@@ -138,7 +138,7 @@ class OnlineProbeHook(Hook):
         if state.train:
             self._step(logits, targets, labelled)
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         device = engine.state.device
         counts = torch.stack([self.correct.to(device), self.total.to(device)])
         correct, total = distributed.all_reduce_sum(counts).tolist()
@@ -223,7 +223,9 @@ class OnlineProbeHook(Hook):
         loss.backward()
         if distributed.is_distributed():
             params = list(self.probe.parameters())
-            flat = distributed.all_reduce_mean(torch.cat([p.grad.flatten() for p in params]))
-            for param, grad in zip(params, flat.split([p.numel() for p in params]), strict=True):
-                param.grad.copy_(grad.view_as(param))
+            # After backward every parameter of the probe has its gradient.
+            grads = [cast(Tensor, p.grad) for p in params]
+            flat = distributed.all_reduce_mean(torch.cat([g.flatten() for g in grads]))
+            for grad, reduced in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+                grad.copy_(reduced.view_as(grad))
         self.optimizer.step()

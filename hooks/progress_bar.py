@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from ignite.engine import Engine
 from tqdm import tqdm
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.phases import epoch_label
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class ProgressBarHook(Hook):
     def _stream(self) -> TextIO:
         return self.file if self.file is not None else sys.stderr
 
-    def on_phase_start(self, engine: Engine) -> None:
+    def on_phase_start(self, engine: RunEngine) -> None:
         state = engine.state
         stream = self._stream()
         shown = self.enabled if self.enabled is not None else stream.isatty()
@@ -103,21 +103,22 @@ class ProgressBarHook(Hook):
             dynamic_ncols=True,
         )
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         if self._bar is None:
             return
         state = engine.state
         self._bar.update(1)
         if state.batches % self.postfix_frequency == 0:
-            self._bar.set_postfix(loss=f"{float(state.loss):.4f}", refresh=False)
+            loss = float(state.loss)  # type: ignore[arg-type]  # the step set it
+            self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         self._close()
 
-    def on_end(self, engine: Engine) -> None:
+    def on_end(self, engine: RunEngine) -> None:
         self._close()
 
-    def on_exception(self, engine: Engine) -> None:
+    def on_exception(self, engine: RunEngine) -> None:
         self._close()
 
     def _close(self) -> None:

@@ -6,36 +6,21 @@ from typing import Any
 
 import torch
 
+from hookbus.engine.state import RunState
+
 
 def is_cuda(device: Any) -> bool:
     """True when ``device`` (a ``torch.device`` or its name) is a CUDA device."""
     return torch.device(device).type == "cuda"
 
 
-def recent_batch_time(state: Any, steps: int) -> float:
+def recent_batch_time(state: RunState, steps: int) -> float:
     """Mean seconds per step over the last ``steps`` steps of the phase (0.0 before any)."""
     recent = state.batch_time[-steps:]
     return sum(recent) / len(recent) if recent else 0.0
 
 
-def phase_record(state: Any) -> dict[str, Any]:
-    """The phase's summary as ``metrics.json`` and the curves keep it: phase index and
-    name, train flag, train phase index, iteration, mean loss, and every metric.
-
-    Reads ``state.phase_loss`` (one device sync per phase, shared by every reader).
-    """
-    return {
-        "phase_idx": state.phase_idx,
-        "phase": state.phase_name,
-        "train": state.train,
-        "train_phase_idx": state.train_phase_idx,
-        "iteration": state.iteration,
-        "loss": state.phase_loss,
-        **state.metrics,
-    }
-
-
-def phase_scalars(state: Any) -> dict[str, float]:
+def phase_scalars(state: RunState) -> dict[str, float]:
     """The scalars the trackers record at a phase end: ``<phase>/loss_epoch`` (the mean
     loss, when the phase had a batch) and ``<phase>/<metric>`` for each meter value."""
     scalars: dict[str, float] = {}

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ignite.engine import Engine
-
 from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.plot import (
     CURVES_FILE,
     METRICS_FILE,
@@ -20,7 +19,6 @@ from hookbus.hooks.plot import (
     write_plot,
 )
 from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import phase_record
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -80,7 +78,7 @@ class SummaryPlotHook(Hook):
         return cls(log_frequency=cfg.trainer.log_frequency)
 
     @rank_zero_only
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         state = engine.state
         if self._restored or not state.resumed_from:
             return
@@ -91,22 +89,23 @@ class SummaryPlotHook(Hook):
                     self.curves.add_phase(row)
 
     @rank_zero_only
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         if not self.every_n_train_iterations(engine, self.log_frequency):
             return
         state = engine.state
-        self.curves.add_step(state.iteration, float(state.loss), float(state.lr))
+        loss = float(state.loss)  # type: ignore[arg-type]  # the step set it
+        self.curves.add_step(state.iteration, loss, float(state.lr))
 
     @rank_zero_only
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         state = engine.state
-        self.curves.add_phase(phase_record(state))
+        self.curves.add_phase(state.phase_record())
         run_dir = Path(state.run_dir)
         with writing(run_dir / CURVES_FILE, RESUME_HINT):
             write_curves(self.curves, run_dir)
 
     @rank_zero_only
-    def on_end(self, engine: Engine) -> None:
+    def on_end(self, engine: RunEngine) -> None:
         state = engine.state
         state.summary["curves"] = write_plot(self.curves, Path(state.run_dir), str(state.run_dir))
 

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ignite.engine import Engine
 from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto.event_pb2 import Event
 from tensorboardX.proto.summary_pb2 import Summary
@@ -17,6 +16,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
 from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.engine.run_files import inside_run_dir
 from hookbus.hooks.registry import register_hook
 from hookbus.hooks.run_stats import phase_scalars, recent_batch_time
@@ -87,19 +87,19 @@ class TensorBoardHook(Hook):
         return cls(log_frequency=cfg.trainer.log_frequency)
 
     @rank_zero_only
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         run_dir = Path(engine.state.run_dir)
         folder = inside_run_dir(run_dir, run_dir / TENSORBOARD_DIR)
         with writing(folder, RESUME_HINT):
             folder.mkdir(parents=True, exist_ok=True)
             self._events = EventsWriter(str(folder / "events"), f".{time.time_ns()}")
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         if self._events is None or not self.every_n_train_iterations(engine, self.log_frequency):
             return
         state = engine.state
         scalars = {
-            "train/loss": float(state.loss),
+            "train/loss": float(state.loss),  # type: ignore[arg-type]  # the step set it
             "train/lr": state.lr,
             "train/batch_time": recent_batch_time(state, self.log_frequency),
         }
@@ -107,7 +107,7 @@ class TensorBoardHook(Hook):
             scalars["train/grad_norm"] = float(state.grad_norm)
         self._write(scalars, state.iteration)
 
-    def on_phase_end(self, engine: Engine) -> None:
+    def on_phase_end(self, engine: RunEngine) -> None:
         if self._events is None:
             return
         state = engine.state
@@ -117,13 +117,13 @@ class TensorBoardHook(Hook):
         with _writing(self._events):
             self._events.flush()
 
-    def on_end(self, engine: Engine) -> None:
+    def on_end(self, engine: RunEngine) -> None:
         events, self._events = self._events, None
         if events is not None:
             with _writing(events):
                 events.close()
 
-    def on_exception(self, engine: Engine) -> None:
+    def on_exception(self, engine: RunEngine) -> None:
         """Close the file; a failure to write it is not reported again (the run is
         already failing, with that error or another)."""
         events, self._events = self._events, None

@@ -6,11 +6,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ignite.engine import Engine
-
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class TimingHook(Hook):
         """The timing hook on the wall clock (the config has no timing keys)."""
         return cls()
 
-    def on_phase_start(self, engine: Engine) -> None:
+    def on_phase_start(self, engine: RunEngine) -> None:
         now = self.clock()
         if self._mark is not None:
             self._seconds[_kind(engine.state.train)] += now - self._mark
@@ -92,7 +92,7 @@ class TimingHook(Hook):
         self._batch_sum = 0.0
         self._data_sum = 0.0
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: RunEngine) -> None:
         state = engine.state
         now = self.clock()
         kind = _kind(state.train)
@@ -114,7 +114,7 @@ class TimingHook(Hook):
                 return self._seconds[kind] / self._steps[kind]
         return None
 
-    def _seconds_left(self, state: Any) -> float | None:
+    def _seconds_left(self, state: RunState) -> float | None:
         here = self.seconds_per_step(state.train)
         if here is None:
             return None
@@ -124,7 +124,7 @@ class TimingHook(Hook):
                 seconds += steps * (self.seconds_per_step(train) or 0.0)
         return seconds
 
-    def _later_steps(self, state: Any) -> dict[bool, int]:
+    def _later_steps(self, state: RunState) -> dict[bool, int]:
         """Steps of the phases after the current one, by kind (train or not), counted once
         per phase rather than at every step."""
         key = (id(state.phases), len(state.phases), state.phase_idx)

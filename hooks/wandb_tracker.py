@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ignite.engine import Engine
-
 from hookbus.engine.config import Config
 from hookbus.engine.errors import UserError
 from hookbus.engine.hook import rank_zero_only
+from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.experiment_tracker import ExperimentTracker
 from hookbus.hooks.registry import register_hook
 
@@ -105,7 +105,7 @@ class WandbHook(ExperimentTracker):
         )
 
     @rank_zero_only
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         if self.mode == "disabled":
             return
         # Imported here: wandb takes about half a second to import, paid only by runs
@@ -146,7 +146,7 @@ class WandbHook(ExperimentTracker):
     def log_scalars(self, scalars: dict[str, float], step: int) -> None:
         self.run.log(scalars, step=step)
 
-    def phase_step(self, state: Any) -> int:
+    def phase_step(self, state: RunState) -> int:
         """The train ``iteration``: W&B's steps only grow."""
         return state.iteration
 

@@ -221,13 +221,14 @@ def feature_size(backbone: nn.Module, loader: DataLoader, device: torch.device |
     finally:
         backbone.train(was_training)
     if not isinstance(features, Tensor) or features.dim() != 2:
-        shape = list(features.shape) if isinstance(features, Tensor) else type(features).__name__
+        got = list(features.shape) if isinstance(features, Tensor) else type(features).__name__
         raise ConfigError(
             f"backbone ({describe(backbone)}) must return features [batch, D]; it returned "
-            f"{shape} (flatten or pool its output, or replace its classifier with nn.Identity())"
+            f"{got} (flatten or pool its output, or replace its classifier with nn.Identity())"
         )
-    backbone.out_dim = int(features.shape[1])
-    return backbone.out_dim
+    out_dim = int(features.shape[1])
+    backbone.out_dim = out_dim  # type: ignore[assignment]  # an int attribute, not a submodule
+    return out_dim
 
 
 def initial_copy(backbone: nn.Module) -> nn.Module:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sized
+from typing import cast
+
 import torch
-from ignite.engine import State
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import UnknownNameError
+from hookbus.engine.state import RunState
 from hookbus.parts.data import DATASETS, build_data_loaders
 from hookbus.parts.losses import LOSSES, build_loss
 from hookbus.parts.meters import build_meters
+from hookbus.parts.meters.knn import Encode
 from hookbus.parts.models import BACKBONES, build_model
 from hookbus.parts.models.build import check_backbone_options
 from hookbus.parts.models.compiled import check_compile, compile_forward
@@ -82,7 +86,7 @@ def check_model_accepts_data(
     model.eval()
     try:
         with torch.no_grad():
-            model.encode(image)
+            cast(Encode, model.encode)(image)
     except (RuntimeError, ValueError) as exc:
         shape = "x".join(str(n) for n in image.shape[1:])
         problem = str(exc).splitlines()[0]
@@ -117,7 +121,7 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
     train = loaders["train"]
     data = cfg.from_python.train_data or cfg.data.name
     if len(train) == 0:
-        images = len(train.sampler)
+        images = len(cast(Sized, train.sampler))
         raise ConfigError(
             f"data.batch_size {cfg.data.batch_size} is more than the {images} train images "
             f"of a process ({data}), and data.drop_last drops the partial batch: "
@@ -146,7 +150,7 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
             )
 
 
-def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) -> None:
+def prepare_task(state: RunState, cfg: Config, parts: PythonParts | None = None) -> None:
     """Build the task onto the run state; the model is DDP-wrapped when distributed, and
     then compiled with ``model.compile.enabled``.
 
@@ -159,7 +163,7 @@ def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) ->
     """
     parts = parts or PythonParts()
     check_component_names(cfg)
-    device = state.device
+    device = torch.device(state.device)
     data_name = cfg.from_python.train_data or cfg.data.name
     try:
         state.data_loaders = build_data_loaders(
@@ -170,8 +174,8 @@ def prepare_task(state: State, cfg: Config, parts: PythonParts | None = None) ->
     check_loaders_fit_the_data(state.data_loaders, cfg)
     if parts.backbone is not None:
         out_dim = feature_size(parts.backbone, state.data_loaders["memory"], device)
-        if getattr(state, "initial_backbone", None) is not None:
-            state.initial_backbone.out_dim = out_dim
+        if state.initial_backbone is not None:
+            state.initial_backbone.out_dim = out_dim  # type: ignore[assignment]  # an int
     torch.manual_seed(cfg.trainer.seed)
     try:
         state.base_model = build_model(cfg, backbone=parts.backbone).to(device)

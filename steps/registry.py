@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ignite.engine import Engine
-
 from hookbus.engine.registry import Registry
+from hookbus.engine.run_engine import RunEngine
 
-TrainStep = Callable[[Engine, Any], Any]
+TrainStep = Callable[[RunEngine, Any], Any]
 """A train step: ``step(engine, batch)`` runs one batch and fires the inner events."""
 
 TRAIN_STEPS: Registry[TrainStep] = Registry("train step")

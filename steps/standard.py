@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, cast
 
 import torch
-from ignite.engine import Engine
 from torch.nn.parallel import DistributedDataParallel
 
 from hookbus.engine.distributed import all_reduce_mean
 from hookbus.engine.events import SSLEvents
+from hookbus.engine.run_engine import RunEngine
 from hookbus.parts.models.compiled import uncompiled
 from hookbus.parts.optim import learning_rate, set_learning_rate, set_weight_decay, weight_decay
 from hookbus.steps.registry import register_train_step
 
 
 def move_to_device(
-    batch: Any, device: torch.device, non_blocking: bool = False, channels_last: bool = False
+    batch: Any,
+    device: torch.device | str,
+    non_blocking: bool = False,
+    channels_last: bool = False,
 ) -> Any:
     """``batch`` with every tensor moved to ``device`` (dicts, lists and tuples kept);
     with ``channels_last``, 4-d floating-point tensors (image batches) are laid out
@@ -55,7 +58,7 @@ def clip_gradients(
 
 
 @register_train_step("standard_train_step")
-def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
+def standard_train_step(engine: RunEngine, batch: Any) -> torch.Tensor:
     """One batch of SSL training or testing on the run state of ``engine``.
 
     Fires, in order: ``on_forward`` (after the model forward; ``state.last_output`` set),
@@ -89,12 +92,13 @@ def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
     model = state.model
     skip_sync = train and not last and isinstance(uncompiled(model), DistributedDataParallel)
     autocast = torch.autocast(
-        device_type=state.device.type,
+        device_type=torch.device(state.device).type,
         dtype=state.amp_dtype or torch.float32,
         enabled=state.amp_dtype is not None,
     )
 
-    with model.no_sync() if skip_sync else nullcontext(), torch.set_grad_enabled(train):
+    ddp = cast(DistributedDataParallel, model)
+    with ddp.no_sync() if skip_sync else nullcontext(), torch.set_grad_enabled(train):
         with autocast:
             output = model(batch)
         state.last_output = output
@@ -102,8 +106,7 @@ def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
 
         with autocast:
             loss = state.loss_fn(output, batch)
-        state.loss = all_reduce_mean(loss.detach())
-        state.loss_sum = state.loss if state.loss_sum is None else state.loss_sum + state.loss
+        state.add_loss(all_reduce_mean(loss.detach()))
         for meter in state.meters:
             meter.update(output, batch)
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
@@ -137,6 +140,6 @@ def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
             state.scaler.update()
         else:
             optimizer.step()
-        state.updates += 1
+        state.count_update()
         engine.fire_event(SSLEvents.ON_UPDATE)
     return state.loss

@@ -24,7 +24,8 @@ def package_dirs(setup_cfg: Path) -> dict[str, str]:
     parser = configparser.ConfigParser()
     parser.read(setup_cfg)
     lines = parser["options"]["package_dir"].strip().splitlines()
-    return dict((part.strip() for part in line.split("=", 1)) for line in lines)
+    pairs = (line.split("=", 1) for line in lines)
+    return {package.strip(): folder.strip() for package, folder in pairs}
 
 
 def lay_out(root: Path, target: Path) -> None:

@@ -29,7 +29,8 @@ def readers() -> dict[str, list[str]]:
 
 
 def _default(spec: dataclasses.Field) -> str:
-    value = spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
+    factory = spec.default_factory
+    value = factory() if callable(factory) else spec.default
     return repr(value).replace("|", "\\|")
 
 
@@ -44,7 +45,9 @@ def run_state_markdown() -> str:
         "ignite's `State` with the fields below, each declared once with its type and",
         "default. The trainer and `hookbus.FakeEngine` start every run with these",
         "defaults; hooks and train steps read and write them. *Read by* lists the hooks in",
-        "`hooks/` whose docstring table names the field.",
+        "`hooks/` whose docstring table names the field. A field whose type has no None",
+        "but whose default is `None` (`cfg`, `model`, ...) is set by the trainer before",
+        "`on_start`: hooks and steps always see it set, and a checker types it so.",
         "",
         "| field | type | default | meaning | read by |",
         "|---|---|---|---|---|",

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
-from ignite.engine import Engine
 
 from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 
 
@@ -86,11 +86,11 @@ class DinoCenteringHook(Hook):
             return start
         return start + (self.teacher_temperature - start) * epoch / last
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         if self.center is not None:
             self.center = self.center.to(engine.state.device)
 
-    def on_forward(self, engine: Engine) -> None:
+    def on_forward(self, engine: RunEngine) -> None:
         output = engine.state.last_output
         if "teacher_scores" not in output:
             raise KeyError("dino_centering needs output['teacher_scores'] (momentum_teacher hook)")
@@ -100,14 +100,15 @@ class DinoCenteringHook(Hook):
         output["teacher_center"] = self.center
         output["teacher_temperature"] = self.temperature(engine.state.train_phase_idx)
 
-    def on_loss_and_meter(self, engine: Engine) -> None:
+    def on_loss_and_meter(self, engine: RunEngine) -> None:
         if not engine.state.train:
             return
         scores = torch.cat(engine.state.last_output["teacher_scores"]).detach().float()
         total = distributed.all_reduce_sum(scores.sum(dim=0))
         mean = total / (len(scores) * distributed.world_size())
         momentum = self.center_momentum
-        self.center = self.center * momentum + mean * (1 - momentum)
+        center = cast(torch.Tensor, self.center)  # on_forward set it
+        self.center = center * momentum + mean * (1 - momentum)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"center": [K]}`` (an empty tensor before the first step)."""

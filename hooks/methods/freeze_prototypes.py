@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from ignite.engine import Engine
-
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 
 
@@ -50,7 +49,7 @@ class FreezePrototypesHook(Hook):
         from 1) of epoch ``train_phase_idx`` (counted from 0)."""
         return iteration <= self.iterations or train_phase_idx < self.epochs
 
-    def on_backward(self, engine: Engine) -> None:
+    def on_backward(self, engine: RunEngine) -> None:
         state = engine.state
         if not self.frozen(state.iteration, state.train_phase_idx):
             return

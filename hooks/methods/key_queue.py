@@ -6,12 +6,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from ignite.engine import Engine
 
 from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.methods.ring_buffer import RingBuffer
 from hookbus.hooks.registry import register_hook
 
@@ -57,15 +57,15 @@ class KeyQueueHook(Hook):
         ``buffer.position`` is the next slot written, ``buffer.filled`` the keys held."""
         return self.buffer.rows
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         self.buffer.to(engine.state.device)
 
-    def on_forward(self, engine: Engine) -> None:
+    def on_forward(self, engine: RunEngine) -> None:
         queue = self.buffer.in_use()
         if queue is not None:
             engine.state.last_output["queue"] = queue
 
-    def on_loss_and_meter(self, engine: Engine) -> None:
+    def on_loss_and_meter(self, engine: RunEngine) -> None:
         state = engine.state
         if not state.train:
             return

@@ -8,12 +8,12 @@ import math
 from typing import Any
 
 import torch
-from ignite.engine import Engine
 from torch import nn
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.methods.shuffle_bn import shuffled_forward
 from hookbus.hooks.registry import register_hook
 
@@ -95,11 +95,11 @@ class MomentumTeacherHook(Hook):
             shuffle_seed=cfg.trainer.seed,
         )
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         state = engine.state
         teacher = copy.deepcopy(state.base_model)
         if getattr(teacher, "predictor", None) is not None:
-            teacher.predictor = None
+            teacher.predictor = None  # type: ignore[assignment]  # the teacher has none
         teacher.requires_grad_(False).to(state.device)
         if self._loaded is not None:
             teacher.load_state_dict(self._loaded)
@@ -110,7 +110,7 @@ class MomentumTeacherHook(Hook):
         ]
         self.teacher = teacher
 
-    def on_forward(self, engine: Engine) -> None:
+    def on_forward(self, engine: RunEngine) -> None:
         state = engine.state
         teacher = self._require_teacher()
         views = state.last_batch["views"]
@@ -132,7 +132,7 @@ class MomentumTeacherHook(Hook):
             if name in output:
                 state.last_output[f"teacher_{name}"] = output[name]
 
-    def on_update(self, engine: Engine) -> None:
+    def on_update(self, engine: RunEngine) -> None:
         state = engine.state
         self._require_teacher()
         momentum = cosine_momentum(

@@ -6,12 +6,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from ignite.engine import Engine
 
 from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.methods.ring_buffer import RingBuffer
 from hookbus.hooks.registry import register_hook
 
@@ -60,15 +60,15 @@ class NnclrSupportHook(Hook):
         step. ``buffer.position`` is the next row written, ``buffer.filled`` the rows in use."""
         return self.buffer.rows
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         self.buffer.to(engine.state.device)
 
-    def on_forward(self, engine: Engine) -> None:
+    def on_forward(self, engine: RunEngine) -> None:
         output = engine.state.last_output
         if "embeddings" in output:
             output["neighbours"] = [self.nearest(view) for view in output["embeddings"]]
 
-    def on_loss_and_meter(self, engine: Engine) -> None:
+    def on_loss_and_meter(self, engine: RunEngine) -> None:
         state = engine.state
         if state.train:
             first = state.last_output["embeddings"][0]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from ignite.engine import Engine
 
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.registry import register_hook
 
 
@@ -35,15 +35,15 @@ class PrototypeNormalizationHook(Hook):
         """The hook (it has no settings)."""
         return cls()
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         if engine.state.resumed_from is None:
             self._normalise(engine)
 
-    def on_update(self, engine: Engine) -> None:
+    def on_update(self, engine: RunEngine) -> None:
         self._normalise(engine)
 
     @staticmethod
-    def _normalise(engine: Engine) -> None:
+    def _normalise(engine: RunEngine) -> None:
         prototypes = getattr(engine.state.base_model, "prototypes", None)
         if prototypes is None:
             raise ValueError(

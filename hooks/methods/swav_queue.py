@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
-from ignite.engine import Engine
+from torch import nn
 
 from hookbus.engine import distributed
 from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
+from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.hooks.methods.ring_buffer import RingBuffer
 from hookbus.hooks.registry import register_hook
 
@@ -62,7 +64,7 @@ class SwavQueueHook(Hook):
             swav.queue_size, start_epoch=swav.queue_start_epoch, assign_views=swav.assign_views
         )
 
-    def on_start(self, engine: Engine) -> None:
+    def on_start(self, engine: RunEngine) -> None:
         state = engine.state
         if getattr(state.base_model, "prototypes", None) is None:
             raise ValueError("swav_queue needs a model with prototypes (model.prototypes.count)")
@@ -75,16 +77,17 @@ class SwavQueueHook(Hook):
         counts the rows queued so far."""
         return self.buffer.newest_first()
 
-    def on_forward(self, engine: Engine) -> None:
+    def on_forward(self, engine: RunEngine) -> None:
         state = engine.state
         if not self._active(state) or self.buffer.filled < self.size:
             return
         with torch.no_grad():
-            state.last_output["queue_scores"] = [
-                state.base_model.prototypes(queued) for queued in self.queue
-            ]
+            # The queue is full (filled == size), and the model has prototypes.
+            queue = cast(torch.Tensor, self.queue)
+            prototypes = cast(nn.Module, state.base_model.prototypes)
+            state.last_output["queue_scores"] = [prototypes(queued) for queued in queue]
 
-    def on_loss_and_meter(self, engine: Engine) -> None:
+    def on_loss_and_meter(self, engine: RunEngine) -> None:
         state = engine.state
         if not self._active(state):
             return
@@ -97,7 +100,7 @@ class SwavQueueHook(Hook):
         # Written last row first, so that newest_first gives each step's rows in order.
         self.buffer.write(embeddings.flip(1))
 
-    def _active(self, state: Any) -> bool:
+    def _active(self, state: RunState) -> bool:
         return state.train and state.train_phase_idx >= self.start_epoch
 
     def state_dict(self) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Sized
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -132,18 +133,23 @@ def build_data_loaders(
     Views come from :func:`collates`.
     """
     train_set, test_set = datasets or DATASETS.get(cfg.data.name)(cfg.data)
+    # hookbus's data sets, and those it takes from Python, are map-style: they have a len.
+    train_size = len(cast(Sized, train_set))
     seed = cfg.trainer.seed
     train_collate, test_collate, memory_collate = collates(cfg)
+    order: dict[str, Any] = {"shuffle": True, "seed": seed, "rank": rank, "world_size": world_size}
+    order["drop_last"] = cfg.data.drop_last
+    # A data set with its own train order (shards: the streaming library's) gives its sampler.
+    own_sampler = getattr(train_set, "train_sampler", None)
     train = _loader(
         cfg,
         train_set,
-        PhaseSampler(
-            len(train_set),
-            shuffle=True,
-            seed=seed,
-            rank=rank,
-            world_size=world_size,
-            drop_last=cfg.data.drop_last,
+        PhaseSampler(train_size, **order)
+        if own_sampler is None
+        else own_sampler(
+            **order,
+            batch_size=cfg.data.batch_size,
+            canonical_nodes=cfg.data.shards.canonical_nodes,
         ),
         train_collate,
         cfg.data.batch_size,
@@ -154,7 +160,9 @@ def build_data_loaders(
     test = _loader(
         cfg,
         test_set,
-        PhaseSampler(len(test_set), shuffle=False, seed=seed, rank=rank, world_size=world_size),
+        PhaseSampler(
+            len(cast(Sized, test_set)), shuffle=False, seed=seed, rank=rank, world_size=world_size
+        ),
         test_collate,
         cfg.data.test_batch_size,
         world_size,
@@ -162,7 +170,7 @@ def build_data_loaders(
     memory = _loader(
         cfg,
         train_set,
-        PhaseSampler(len(train_set), shuffle=False, seed=seed),
+        PhaseSampler(train_size, shuffle=False, seed=seed),
         memory_collate,
         cfg.data.test_batch_size,
         world_size,
@@ -186,16 +194,16 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
     data, seed = cfg.data, cfg.trainer.seed
     small = data.small_views
     if data.pipeline == "batch":
-        augment = BatchAugment(data.augment)
+        batch_augment = BatchAugment(data.augment)
         small_augment = BatchAugment(data.augment.model_copy(update={"crop_area": small.crop_area}))
-        views = {
+        views: dict[str, Any] = {
             "small_augment": small_augment,
             "num_small_views": small.count,
             "small_size": small.size,
         }
         return (
-            ViewCollate(augment, data.num_views, seed, **views),
-            ViewCollate(augment, data.num_views, seed, with_image=True, **views),
+            ViewCollate(batch_augment, data.num_views, seed, **views),
+            ViewCollate(batch_augment, data.num_views, seed, with_image=True, **views),
             ViewCollate(None, data.num_views, seed, with_views=False, with_image=True),
         )
     # Imported here, not at the top: both pipelines of image files load torchvision

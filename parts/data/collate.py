@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -84,9 +85,12 @@ class ViewCollate:
             generator = torch.Generator().manual_seed(
                 mix_seed(self.seed, self.epoch, samples[0][2])
             )
-            views = [self.augment(images, generator) for _ in range(self.num_views)]
+            # __init__ refused views without an augment, small views without theirs.
+            augment = cast(BatchAugment, self.augment)
+            small_augment = cast(BatchAugment, self.small_augment)
+            views = [augment(images, generator) for _ in range(self.num_views)]
             views += [
-                self.small_augment(images, generator, self.small_size)
+                small_augment(images, generator, self.small_size)
                 for _ in range(self.num_small_views)
             ]
             batch["views"] = views

@@ -30,7 +30,7 @@ class SSLDataLoader(DataLoader):
     with the worker's own message: the line the user sees without workers.
     """
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # wraps torch's iterator
         batches = super().__iter__()
         return _WorkerUserErrors(batches) if self.num_workers else _OneThread(batches)
 

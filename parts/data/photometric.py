@@ -319,7 +319,7 @@ def normalize(
 
 def finish_views(
     batch: Batch,
-    device: torch.device,
+    device: torch.device | str,
     mean: tuple[float, float, float],
     std: tuple[float, float, float],
 ) -> Batch:
@@ -334,7 +334,7 @@ def finish_views(
     if "view_params" not in batch:
         return batch
     views = []
-    on_cpu = device.type == "cpu"
+    on_cpu = torch.device(device).type == "cpu"
     with one_torch_thread() if on_cpu else nullcontext():
         for crops, params in zip(batch["views"], batch["view_params"], strict=True):
             crops = crops.to(device, non_blocking=True)

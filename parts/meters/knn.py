@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +16,9 @@ from hookbus.parts.meters.base import Meter
 
 KnnVote = Literal["majority", "weighted"]
 """How the k neighbours vote: one vote each, or weighted by ``exp(similarity / T)``."""
+
+Encode = Callable[[Tensor], Tensor]
+"""A model's ``encode``: images ``[B, C, H, W]`` to features ``[B, D]``."""
 
 
 def knn_predict(
@@ -51,7 +54,7 @@ def knn_predict(
 
 
 def extract_features(
-    encode: Callable[[Tensor], Tensor], loader: Iterable[dict], device: torch.device | str
+    encode: Callable[[Tensor], Tensor], loader: Iterable[dict], device: Device
 ) -> tuple[Tensor, Tensor]:
     """``encode(batch["image"])`` over the loader: features ``[N, D]`` and labels ``[N]``.
 
@@ -112,7 +115,8 @@ class KnnMeter(Meter):
 
     def prepare(self, model: Module, data_loaders: dict[str, Iterable], device: Device) -> None:
         """Encode the ``"memory"`` loader with ``model.encode`` and use it as memory."""
-        self.set_memory(*extract_features(model.encode, data_loaders["memory"], device))
+        encode = cast(Encode, model.encode)
+        self.set_memory(*extract_features(encode, data_loaders["memory"], device))
 
     def set_memory(self, features: Tensor, labels: Tensor) -> None:
         """Use ``features`` ``[M, D]`` (stored L2-normalised) with ``labels`` ``[M]``."""

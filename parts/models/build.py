@@ -281,7 +281,8 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
         from hookbus.parts.models.mae import build_masked_autoencoder
 
         return build_masked_autoencoder(cfg, backbone, name)
-    head_dims = [backbone.out_dim if size == "backbone" else size for size in model_cfg.head.dims]
+    out_dim: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
+    head_dims = [out_dim if size == "backbone" else size for size in model_cfg.head.dims]
     if head_dims[0] != backbone.out_dim:
         raise ValueError(
             f"model.head.dims[0] is {head_dims[0]} but backbone "

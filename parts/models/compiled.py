@@ -10,6 +10,7 @@ teacher) is a plain module.
 from __future__ import annotations
 
 import importlib.util
+from typing import cast
 
 import torch
 from torch import nn
@@ -76,13 +77,14 @@ def compile_forward(model: nn.Module, settings: CompileConfig) -> nn.Module:
     in a test phase, another input size while ``dynamic`` is None). A DDP wrapper is
     compiled whole, so that torch splits the graph at DDP's gradient buckets.
     """
-    return torch.compile(
+    compiled = torch.compile(
         model,
         backend=settings.backend,
         mode=settings.mode,
         dynamic=settings.dynamic,
         fullgraph=settings.fullgraph,
     )
+    return cast(nn.Module, compiled)  # a module compiled is a module (OptimizedModule)
 
 
 def uncompiled(model: nn.Module) -> nn.Module:

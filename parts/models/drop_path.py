@@ -3,6 +3,8 @@ noise of a global batch that it and MAE's masking draw."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 from torchvision.models.vision_transformer import EncoderBlock
@@ -65,7 +67,8 @@ def add_drop_path(layers: nn.Sequential, rate: float) -> None:
     first block to ``rate`` at the last (stochastic depth's rule). The global generator
     is left as it was, so the weights are those of the model without drop path."""
     blocks = list(layers.named_children())
-    for index, (name, block) in enumerate(blocks):
+    for index, (name, child) in enumerate(blocks):
+        block = cast(EncoderBlock, child)
         block_rate = rate * index / max(1, len(blocks) - 1)
         with torch.random.fork_rng(devices=[]):
             replacement = DropPathBlock(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from torch import Tensor, nn
 
@@ -91,10 +91,9 @@ class FineTuneModel(nn.Module):
                 "set model.fine_tune.layer_decay=1"
             )
         self.backbone = backbone
-        self.feature_norm = (
-            nn.BatchNorm1d(backbone.out_dim, affine=False) if feature_norm else nn.Identity()
-        )
-        self.classifier = nn.Linear(backbone.out_dim, num_classes)
+        out_dim: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
+        self.feature_norm = nn.BatchNorm1d(out_dim, affine=False) if feature_norm else nn.Identity()
+        self.classifier = nn.Linear(out_dim, num_classes)
         self.backbone_lr_scale = backbone_lr_scale
         self.layer_decay = layer_decay
         self._depths = vit_depths(backbone) if layer_decay != 1 else {}
@@ -115,7 +114,8 @@ class FineTuneModel(nn.Module):
         """The learning-rate multiplier of every parameter, by name: 1 for the classifier,
         ``backbone_lr_scale * layer_decay ** (L + 1 - d)`` for a backbone parameter at
         depth ``d`` (``backbone_lr_scale`` alone without layer decay)."""
-        top = len(self.backbone.encoder.layers) + 1 if self._depths else 0
+        vit = cast(Any, self.backbone)  # with depths, a ViT (__init__ refused others)
+        top = len(vit.encoder.layers) + 1 if self._depths else 0
         scales = {}
         for name, _ in self.named_parameters():
             if not name.startswith(BACKBONE_PREFIX):

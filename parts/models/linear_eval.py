@@ -23,10 +23,9 @@ class LinearEvalModel(nn.Module):
     def __init__(self, backbone: nn.Module, num_classes: int, *, feature_norm: bool = True) -> None:
         super().__init__()
         self.backbone = backbone.requires_grad_(False)
-        self.feature_norm = (
-            nn.BatchNorm1d(backbone.out_dim, affine=False) if feature_norm else nn.Identity()
-        )
-        self.classifier = nn.Linear(backbone.out_dim, num_classes)
+        out_dim: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
+        self.feature_norm = nn.BatchNorm1d(out_dim, affine=False) if feature_norm else nn.Identity()
+        self.classifier = nn.Linear(out_dim, num_classes)
         self.backbone.eval()
 
     def train(self, mode: bool = True) -> LinearEvalModel:

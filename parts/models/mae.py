@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 from torchvision.models.vision_transformer import EncoderBlock
 
-from hookbus.engine.config import Config, MaeDecoderConfig
+from hookbus.engine.config import Config
 from hookbus.parts.models.drop_path import global_batch_noise
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.vit import ViTBackbone, sincos_position_embedding
@@ -78,6 +78,9 @@ class MaeDecoder(nn.Module):
     torchvision ``EncoderBlock`` layers and a LayerNorm run; a linear layer then
     predicts the ``patch_pixels`` values of every patch: ``[B, N, patch_pixels]``.
     """
+
+    position: Tensor
+    """The position embedding of the patch grid ``[1, 1 + N, width]`` (a buffer)."""
 
     def __init__(
         self,
@@ -174,7 +177,9 @@ class MaskedAutoencoder(nn.Module):
         return self.backbone(images)
 
 
-def build_masked_autoencoder(cfg: Config, backbone: nn.Module, name: str) -> MaskedAutoencoder:
+def build_masked_autoencoder(
+    cfg: Config, backbone: nn.Module, name: str | None
+) -> MaskedAutoencoder:
     """The :class:`MaskedAutoencoder` of ``cfg`` (``model.mae_decoder``,
     ``loss.mae.mask_ratio``) on ``backbone`` (named ``name`` in messages), which must be
     a :class:`ViTBackbone`; ``ValueError`` otherwise, or when the mask ratio keeps no
@@ -186,7 +191,7 @@ def build_masked_autoencoder(cfg: Config, backbone: nn.Module, name: str) -> Mas
         )
     side = backbone.image_size // backbone.patch_size
     kept_patches(side * side, cfg.loss.mae.mask_ratio)
-    decoder_cfg: MaeDecoderConfig = cfg.model.mae_decoder
+    decoder_cfg = cfg.model.mae_decoder
     channels = backbone.conv_proj.in_channels
     decoder = MaeDecoder(
         backbone.out_dim,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from typing import cast
 
 import torch
 import torchvision
@@ -48,7 +49,7 @@ def last_linear(net: nn.Module) -> tuple[str, nn.Linear]:
 def _drop_auxiliary_classifiers(net: nn.Module) -> None:
     # GoogLeNet and Inception v3 add auxiliary logits in training: not a backbone's job.
     if getattr(net, "aux_logits", False):
-        net.aux_logits = False
+        net.aux_logits = False  # type: ignore[assignment]  # a bool flag, not a submodule
         for attribute in ("AuxLogits", "aux1", "aux2"):
             if hasattr(net, attribute):
                 setattr(net, attribute, None)
@@ -60,13 +61,15 @@ def _adapt_first_conv(net: nn.Module, in_channels: int) -> None:
         if isinstance(conv, nn.Conv2d) and conv.in_channels == 3 and conv.groups == 1:
             parent_name, _, attribute = name.rpartition(".")
             parent = net.get_submodule(parent_name)
+            # A Conv2d keeps kernel_size, stride, padding and dilation as pairs.
+            pair = tuple[int, int]
             new = nn.Conv2d(
                 in_channels,
                 conv.out_channels,
-                kernel_size=conv.kernel_size,
-                stride=conv.stride,
-                padding=conv.padding,
-                dilation=conv.dilation,
+                kernel_size=cast(pair, conv.kernel_size),
+                stride=cast(pair, conv.stride),
+                padding=cast("str | tuple[int, int]", conv.padding),
+                dilation=cast(pair, conv.dilation),
                 bias=conv.bias is not None,
                 padding_mode=conv.padding_mode,
             )

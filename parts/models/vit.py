@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -140,13 +140,13 @@ class ViTBackbone(VisionTransformer):
             # torchvision's init of the patch embedding: truncated normal over the fan-in.
             fan_in = in_channels * sizes.patch_size**2
             nn.init.trunc_normal_(conv.weight, std=math.sqrt(1 / fan_in))
-            nn.init.zeros_(conv.bias)
+            nn.init.zeros_(cast(Tensor, conv.bias))  # made with a bias
             self.conv_proj = conv
         self.heads = nn.Identity()
         if patch_embedding_init == "xavier_uniform":
             # As a Linear layer from a patch's pixels to the width: [width, C * p * p].
             nn.init.xavier_uniform_(self.conv_proj.weight.view(sizes.width, -1))
-            nn.init.zeros_(self.conv_proj.bias)
+            nn.init.zeros_(cast(Tensor, self.conv_proj.bias))  # torchvision's has a bias
         if class_token_init == "normal":
             nn.init.normal_(self.class_token, std=0.02)
         if freeze_patch_embedding:

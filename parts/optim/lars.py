@@ -51,7 +51,7 @@ class LARS(torch.optim.Optimizer):
         super().__init__(params, defaults)
 
     @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:
         """One update of every parameter that has a gradient; returns ``closure()``'s loss."""
         loss = None
         if closure is not None:

@@ -58,8 +58,7 @@ def test_step_line_every_log_frequency_train_iterations(engine: FakeEngine) -> N
     LogHook(log_frequency=2).attach(engine)
     engine.fire_event(SSLEvents.ON_START)
     for seconds in (1.0, 3.0, 5.0):
-        engine.state.batch_time.append(seconds)
-        engine.step(train=True)
+        engine.step(train=True, batch_time=seconds)
     engine.fire_event(SSLEvents.ON_END)
     step_lines = [line for line in log_lines(engine.state.run_dir) if "| iter " in line]
     assert len(step_lines) == 1

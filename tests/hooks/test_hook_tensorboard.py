@@ -47,8 +47,7 @@ def test_train_scalars_every_log_frequency_iterations(engine: FakeEngine) -> Non
     TensorBoardHook(log_frequency=2).attach(engine)
     engine.fire_event(SSLEvents.ON_START)
     for seconds in (1.0, 2.0, 3.0, 4.0, 5.0):
-        engine.state.batch_time.append(seconds)
-        engine.step(train=True)
+        engine.step(train=True, batch_time=seconds)
     engine.fire_event(SSLEvents.ON_END)
     assert read_scalars(engine.state.run_dir) == [
         ("train/loss", 2, 0.5),
@@ -63,9 +62,8 @@ def test_train_scalars_every_log_frequency_iterations(engine: FakeEngine) -> Non
 def test_gradient_norm_scalar_when_clipping_is_on(engine: FakeEngine) -> None:
     TensorBoardHook(log_frequency=1).attach(engine)
     engine.fire_event(SSLEvents.ON_START)
-    engine.state.batch_time.append(1.0)
     engine.state.grad_norm = torch.tensor(2.5)
-    engine.step(train=True)
+    engine.step(train=True, batch_time=1.0)
     engine.fire_event(SSLEvents.ON_END)
     assert ("train/grad_norm", 1, 2.5) in read_scalars(engine.state.run_dir)
 

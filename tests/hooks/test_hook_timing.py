@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from hookbus import HOOKS, FakeEngine, Priority, SSLEvents
+from hookbus import HOOKS, FakeEngine, Priority
+from hookbus.engine.phases import Phase
 from hookbus.hooks.timing import TimingHook
-from tests.hook_stubs import Phase
 
-PLAN = [Phase(train=True, length=4), Phase(train=False, length=2), Phase(train=True, length=4)]
+PLAN = [Phase("train", True, 4), Phase("test", False, 2), Phase("train", True, 4)]
 
 
 class Clock:
@@ -19,23 +19,23 @@ class Clock:
         return self.now
 
 
-def start_phase(engine: FakeEngine, clock: Clock, idx: int, *, after: float = 0.0) -> None:
+def start_phase(
+    engine: FakeEngine,
+    clock: Clock,
+    idx: int,
+    *,
+    after: float = 0.0,
+    batches_done: int | None = None,
+) -> None:
     """Start phase ``idx`` ``after`` seconds after the last step."""
     clock.now += after
-    state = engine.state
-    phase = state.phases[idx]
-    state.phase_idx, state.train, state.phase_length = idx, phase.train, phase.length
-    state.batches = 0
-    state.batch_time, state.data_time = [], []
-    engine.fire_event(SSLEvents.ON_PHASE_START)
+    engine.begin_phase(idx, batches_done=batches_done)
 
 
 def timed_step(engine: FakeEngine, clock: Clock, seconds: float, data_time: float = 0.0) -> None:
     """A step that takes ``seconds`` of wall-clock time."""
     clock.now += seconds
-    engine.state.batch_time.append(seconds)
-    engine.state.data_time.append(data_time)
-    engine.step()
+    engine.step(batch_time=seconds, data_time=data_time)
 
 
 def timed(plan: list[Phase] = PLAN) -> tuple[FakeEngine, Clock, TimingHook]:
@@ -98,7 +98,7 @@ def test_the_time_between_phases_is_charged_to_the_phase_that_starts() -> None:
 
 def test_a_phase_of_slow_steps_raises_the_price_at_once() -> None:
     # the first epoch of a short run: the estimate follows the steps, not finished phases
-    engine, clock, _ = timed([Phase(train=True, length=3), Phase(train=True, length=3)])
+    engine, clock, _ = timed([Phase("train", True, 3), Phase("train", True, 3)])
     start_phase(engine, clock, 0)
     timed_step(engine, clock, 10.0)
     assert engine.state.eta_seconds == pytest.approx(5 * 10.0)
@@ -136,8 +136,8 @@ def test_state_dict_makes_the_first_eta_after_a_resume_right() -> None:
     restored = TimingHook(clock=resumed_clock)
     restored.load_state_dict(saved)
     restored.attach(resumed)
-    start_phase(resumed, resumed_clock, 0)
-    resumed.state.batches = 2  # the checkpoint was taken after 2 of the phase's 4 steps
+    # the checkpoint was taken after 2 of the phase's 4 steps
+    start_phase(resumed, resumed_clock, 0, batches_done=2)
     timed_step(resumed, resumed_clock, 5.0)
     # (4 + 5) / 3 = 3 s a step: 1 step left here, 2 test and 4 train steps after
     assert resumed.state.eta_seconds == pytest.approx(7 * 3.0)

@@ -29,6 +29,10 @@ TORCHVISION_ON_USE = (
     "(about a second), loaded only when it is named or built, never by a small-CNN run "
     "on tensors"
 )
+SHARDS_ON_USE = (
+    "the streaming library, the optional extra shards: loaded only by data.name shards "
+    "and hookbus shard, after a check that names the extra when it is missing"
+)
 LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.cli", "hookbus.commands"): (
         "the command line loads the commands module (torch, ignite, the trainer: about 5 s) only "
@@ -38,6 +42,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "hookbus embed's module imports torchvision's transforms (about a second), which "
         "the other commands of a run on tensors never need"
     ),
+    ("hookbus.commands", "hookbus.parts.data.datasets"): SHARDS_ON_USE,
+    ("hookbus.commands", "hookbus.shard"): SHARDS_ON_USE,
+    ("hookbus.parts.data.datasets", "hookbus.parts.data.shards"): SHARDS_ON_USE,
     ("hookbus.hooks.evaluation", "sklearn"): "scikit-learn's probe, only for the report",
     ("hookbus.hooks.mlflow_tracker", "mlflow"): "about a second, only for runs logging to it",
     ("hookbus.hooks.plot", "matplotlib"): "only when a figure is drawn",

@@ -53,7 +53,10 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in SOURCES:
         if (ROOT / name).is_dir():
             shutil.copytree(
-                ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
+                ROOT / name,
+                source / name,
+                symlinks=True,
+                ignore=shutil.ignore_patterns("__pycache__"),
             )
         else:
             shutil.copy2(ROOT / name, source / name)

@@ -194,6 +194,26 @@ def test_terminate_epoch_ends_the_phase_and_the_run_goes_on(tmp_path: Path) -> N
     assert state.stopped_by is None
 
 
+@pytest.mark.parametrize(("skip", "completed"), [(False, [1, 2]), (True, [2])])
+def test_terminate_epoch_fires_epoch_completed_unless_asked_to_skip_it(
+    tmp_path: Path, skip: bool, completed: list[int]
+) -> None:
+    run = trainer(tmp_path / "run")
+    epochs: list[int] = []
+    phase_ends: list[int] = []
+    run.engine.add_event_handler(
+        Events.ITERATION_COMPLETED(once=1), lambda e: e.terminate_epoch(skip_epoch_completed=skip)
+    )
+    run.engine.add_event_handler(Events.EPOCH_COMPLETED, lambda e: epochs.append(e.state.epoch))
+    run.engine.add_event_handler(
+        SSLEvents.ON_PHASE_END, lambda e: phase_ends.append(e.state.phase_idx)
+    )
+    state = run.train()
+    assert epochs == completed
+    assert phase_ends == [0, 1, 2, 3]  # the phase ends as a completed one, either way
+    assert [record["iteration"] for record in state.history] == [1, 1, 4, 4]
+
+
 def test_exception_raised_handlers_see_the_error_and_never_swallow_it(tmp_path: Path) -> None:
     run = trainer(tmp_path / "run")
     seen: list[BaseException] = []

@@ -26,14 +26,13 @@ from ignite.handlers import (
 from ignite.metrics import Average, Metric, MetricUsage, RunningAverage
 
 from hookbus import FakeEngine, Hook, Priority, SSLEvents, SSLTrainer, prepare_engine
-from hookbus.engine.bus import RECORD_KEYS, taken_metric_names
 from hookbus.engine.checkpoint_io import list_checkpoints
 from hookbus.engine.errors import ConfigError
+from hookbus.engine.metric_names import RECORD_KEYS, taken_metric_names
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.log import LogHook
 from hookbus.hooks.meter_sync import MeterSyncHook
 from hookbus.hooks.metrics_json import METRICS_FILE, MetricsJsonHook
-from hookbus.hooks.run_stats import phase_record
 from hookbus.testing import tiny_config
 
 
@@ -171,7 +170,7 @@ def test_ignite_counters_at_hookbus_resume_point_go_on(tmp_path: Path) -> None:
 
 def test_phase_record_sets_exactly_the_record_keys() -> None:
     engine = FakeEngine(phase_name="train")
-    assert tuple(phase_record(engine.state)) == RECORD_KEYS
+    assert tuple(engine.state.phase_record()) == RECORD_KEYS
 
 
 @pytest.mark.parametrize("attach", ["running_average", "common_handlers", "average"])

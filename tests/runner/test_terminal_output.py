@@ -149,3 +149,34 @@ def test_hookbus_train_on_a_terminal_keeps_bars_and_log_lines_apart(tmp_path: Pa
     ]
     steps = [line for line in lines if LOG.search(line) and "| iter " in line]
     assert [line.split(" | ")[1] for line in steps] == ["epoch 1/2"] * 3 + ["epoch 2/2"] * 3
+
+
+def test_main_in_a_process_leaves_the_hookbus_logger_as_it_found_it() -> None:
+    """A ``main()`` called in a process (a test, a notebook) takes its console handler
+    away when it returns: a later log line never goes to a stream that is closed by then."""
+    from hookbus.cli import main
+
+    hookbus_logger = logging.getLogger("hookbus")
+    before = (list(hookbus_logger.handlers), hookbus_logger.level, hookbus_logger.propagate)
+    for argv in (["recipes"], ["schema"], ["recipes", "--show", "no_such_recipe"]):
+        main(argv)
+        after = (list(hookbus_logger.handlers), hookbus_logger.level, hookbus_logger.propagate)
+        assert after == before, argv
+
+
+def test_the_console_handler_is_there_while_a_command_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hookbus import cli
+    from hookbus.console import CONSOLE_HANDLER
+
+    seen: list[list[str]] = []
+
+    def recipes(args: object) -> int:
+        seen.append([h.get_name() for h in logging.getLogger("hookbus").handlers])
+        return 0
+
+    monkeypatch.setattr(cli, "_recipes", recipes)
+    assert cli.main(["recipes"]) == 0
+    assert seen == [[CONSOLE_HANDLER]]
+    assert CONSOLE_HANDLER not in [h.get_name() for h in logging.getLogger("hookbus").handlers]
