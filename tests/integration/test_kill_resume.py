@@ -22,6 +22,7 @@ MOCO = {"loss": {"name": "moco", "moco": {"queue_size": 32}}}
 run checkpoints (weights, optimizer, schedules, random streams, the loaders' place)."""
 
 
+@pytest.mark.slow
 def test_a_run_killed_three_times_and_resumed_equals_an_uninterrupted_one(
     tmp_path: Path,
 ) -> None:
@@ -70,6 +71,7 @@ METHODS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_killed_method_run_with_hook_state_equals_an_uninterrupted_one(
     tmp_path: Path, method: str

@@ -164,6 +164,7 @@ def test_every_listed_lazy_import_is_still_made() -> None:
     assert set(LAZY_IMPORTS) <= made, set(LAZY_IMPORTS) - made
 
 
+@pytest.mark.slow
 def test_a_small_cnn_run_and_an_export_load_no_torchvision(tmp_path: Path) -> None:
     script = f"""
 import sys
@@ -195,6 +196,7 @@ def test_nothing_imports_the_old_top_level_names() -> None:
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_importing_the_kernel_loads_neither_torch_models_nor_the_trainer() -> None:
     script = """
 import importlib, pkgutil, sys
@@ -233,6 +235,7 @@ def test_the_public_api_is_importable_from_hookbus() -> None:
         _ = hookbus.Trainer
 
 
+@pytest.mark.slow
 def test_the_command_line_starts_without_torch() -> None:
     script = "import sys, hookbus.cli; print('torch' in sys.modules)"
     done = subprocess.run(

@@ -104,6 +104,7 @@ def same(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> boo
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["small_cnn", "resnet18", "vit_tiny"])
 def test_every_option_a_backbone_reads_changes_the_module_it_builds(name: str) -> None:
     plain = state(name)
