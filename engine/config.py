@@ -378,6 +378,14 @@ class ViTConfig(Section):
         "are dropped per sample at a rate rising linearly to this at the last block "
         "(fine-tuning ViT-B: 0.1); never in a forward without gradients (a momentum teacher)",
     )
+    registers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="register tokens (DINOv2 with registers: 4): learned tokens beside the "
+        "class token, dropped from the outputs; a backbone with them does not export to "
+        "torchvision's VisionTransformer",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:
@@ -693,6 +701,61 @@ class DinoConfig(MomentumSchedule):
     )
 
 
+class IbotConfig(Section):
+    """iBOT's masked patch-token loss (loss.name ibot and dinov2): the student sees its
+    global views with block-wise masked patches, the teacher sees them whole, and each
+    masked patch token predicts the teacher's. The class-token part, the teacher and its
+    temperatures are ``loss.dino``'s."""
+
+    mask_probability: float = Field(
+        0.5, ge=0, le=1, description="share of the global views that are masked"
+    )
+    mask_ratio: tuple[Decay, Decay] = Field(
+        (0.1, 0.5),
+        description="range of the share of a masked view's patches that are masked, "
+        "spread evenly over the masked views of a batch",
+    )
+    loss_weight: float = Field(1.0, ge=0, le=100, description="weight of the patch loss")
+    separate_head: bool = Field(
+        False,
+        description="the patch tokens get their own head (model.head's sizes) and "
+        "last layer; false: they share the class token's (DINOv2's default)",
+    )
+    patch_prototypes: int = Field(
+        0, ge=0, le=10**6, description="separate_head: outputs of the patch head's last layer"
+    )
+    patch_center_momentum: float = Field(
+        0.9, ge=0, lt=1, description="loss.name ibot: EMA momentum of the patch center"
+    )
+
+    @model_validator(mode="after")
+    def _ratios_and_head(self) -> IbotConfig:
+        low, high = self.mask_ratio
+        if not 0 <= low <= high <= 1:
+            raise ValueError(f"mask_ratio must be [low, high] in [0, 1], got {self.mask_ratio}")
+        if self.separate_head != bool(self.patch_prototypes):
+            raise ValueError(
+                "loss.ibot.separate_head and loss.ibot.patch_prototypes go together: a "
+                "separate patch head needs its number of outputs, a shared one has none"
+            )
+        return self
+
+
+class Dinov2Config(Section):
+    """DINOv2's additions to DINO and iBOT (loss.name dinov2)."""
+
+    centering: Literal["sinkhorn_knopp", "centering"] = Field(
+        "sinkhorn_knopp",
+        description="teacher targets: sinkhorn_knopp (DINOv2's recipe), or centering, "
+        "DINO's running centers (loss.dino.center_momentum, "
+        "loss.ibot.patch_center_momentum)",
+    )
+    sinkhorn_iterations: int = Field(3, ge=1, le=1000, description="Sinkhorn-Knopp iterations")
+    koleo_weight: float = Field(
+        0.1, ge=0, le=100, description="weight of the KoLeo loss on the global class tokens"
+    )
+
+
 class BarlowTwinsConfig(Section):
     """Barlow Twins: the cross-correlation of two views driven toward the identity."""
 
@@ -761,8 +824,8 @@ class LossConfig(Section):
     name: str = Field(
         "nt_xent",
         description="loss, by its registered name; it selects the method and its hooks: "
-        "nt_xent (SimCLR), moco, moco_v3, byol, swav, dino, barlow_twins, vicreg, simsiam, "
-        "nnclr, mae, cross_entropy (linear eval, fine-tuning)",
+        "nt_xent (SimCLR), moco, moco_v3, byol, swav, dino, dinov2, ibot, barlow_twins, "
+        "vicreg, simsiam, nnclr, mae, cross_entropy (linear eval, fine-tuning)",
     )
     temperature: float = Field(0.5, ge=1e-3, le=100, description="softmax temperature (nt_xent)")
     moco: MocoConfig = Field(default_factory=MocoConfig)
@@ -770,6 +833,8 @@ class LossConfig(Section):
     moco_v3: MocoV3Config = Field(default_factory=MocoV3Config)
     swav: SwavConfig = Field(default_factory=SwavConfig)
     dino: DinoConfig = Field(default_factory=DinoConfig)
+    ibot: IbotConfig = Field(default_factory=IbotConfig)
+    dinov2: Dinov2Config = Field(default_factory=Dinov2Config)
     barlow_twins: BarlowTwinsConfig = Field(default_factory=BarlowTwinsConfig)
     vicreg: VicregConfig = Field(default_factory=VicregConfig)
     nnclr: NnclrConfig = Field(default_factory=NnclrConfig)
@@ -1135,7 +1200,7 @@ class Config(Section):
         model, loss = self.model, self.loss.name
         if loss in ("byol", "simsiam", "moco_v3", "nnclr") and not model.predictor.dims:
             raise ValueError(f"loss.name {loss} needs a predictor: set model.predictor.dims")
-        if loss in ("swav", "dino") and not model.prototypes.count:
+        if loss in ("swav", "dino", "dinov2", "ibot") and not model.prototypes.count:
             raise ValueError(f"loss.name {loss} needs prototypes: set model.prototypes.count")
         if loss == "mae":
             self._mae_parts()
@@ -1165,7 +1230,30 @@ class Config(Section):
             )
         self._classifier_reads_one_view()
         self._layer_decay_needs_a_vit()
+        self._masked_distillation_parts()
         return self
+
+    def _masked_distillation_parts(self) -> None:
+        """iBOT and DINOv2 mask the patches of a ViT; their own sections are theirs."""
+        loss, name = self.loss, self.model.backbone.name
+        if loss.name in ("dinov2", "ibot"):
+            if not name.startswith("vit_") and not self.from_python.backbone:
+                raise ValueError(
+                    f"loss.name {loss.name} masks the patches of a Vision Transformer: "
+                    f"model.backbone.name must be vit_tiny, vit_s16 or vit_b16 (got {name})"
+                )
+            if self.model.predictor.dims:
+                raise ValueError(
+                    f"loss.name {loss.name} has no predictor: set model.predictor.dims=[]"
+                )
+        sections = {"ibot": ("dinov2", "ibot"), "dinov2": ("dinov2",)}
+        for section, owners in sections.items():
+            changed = getattr(loss, section).changed_keys()
+            if changed and loss.name not in owners:
+                raise ValueError(
+                    f"loss.{section}.{changed[0]} is read by loss.name {' and '.join(owners)} "
+                    f"only, not {loss.name}; remove it"
+                )
 
     def _classifier_reads_one_view(self) -> None:
         """Linear evaluation and fine-tuning train their classifier on the first view of

@@ -16,6 +16,7 @@ from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
 from hookbus.hooks.methods.key_queue import KeyQueueHook
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.hooks.methods.nnclr_support import NnclrSupportHook
+from hookbus.hooks.methods.patch_centering import PatchCenteringHook
 from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
 from hookbus.hooks.methods.swav_queue import SwavQueueHook
 from hookbus.hooks.metrics_json import MetricsJsonHook
@@ -94,6 +95,12 @@ def method_hooks(cfg: Config) -> list[Hook]:
                         ``loss.swav.queue_size`` > 0
     ``dino``            momentum_teacher (teacher, on the global views),
                         dino_centering, freeze_prototypes (last layer)
+    ``dinov2``          momentum_teacher (teacher, on the whole global views),
+                        dino_centering (the teacher temperature; a center only with
+                        ``loss.dinov2.centering`` centering), patch_centering (that
+                        centering only), freeze_prototypes (last layers)
+    ``ibot``            momentum_teacher, dino_centering, patch_centering,
+                        freeze_prototypes (the masks come from torch's generator)
     ``barlow_twins``    none
     ``vicreg``          none
     ``simsiam``         none (no momentum encoder)
@@ -120,6 +127,14 @@ def method_hooks(cfg: Config) -> list[Hook]:
         return [
             MomentumTeacherHook.from_config(cfg),
             DinoCenteringHook.from_config(cfg),
+            FreezePrototypesHook.from_config(cfg),
+        ]
+    if name in ("dinov2", "ibot"):
+        centered = name == "ibot" or cfg.loss.dinov2.centering == "centering"
+        return [
+            MomentumTeacherHook.from_config(cfg),
+            DinoCenteringHook.from_config(cfg),
+            *([PatchCenteringHook.from_config(cfg)] if centered else []),
             FreezePrototypesHook.from_config(cfg),
         ]
     return []

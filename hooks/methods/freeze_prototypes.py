@@ -18,7 +18,8 @@ class FreezePrototypesHook(Hook):
     ==============  ==================================================================
     fires           ``on_backward`` (train phases, before the optimizer step)
     reads           ``state.iteration``, ``state.train_phase_idx``,
-                    ``state.base_model.prototypes``
+                    ``state.base_model.prototypes`` (and ``.patch_prototypes`` when
+                    the model has them: iBOT's and DINOv2's separate patch head)
     writes          ``.grad = None`` on the prototypes' parameters while frozen
     ==============  ==================================================================
 
@@ -39,9 +40,9 @@ class FreezePrototypesHook(Hook):
 
     @classmethod
     def from_config(cls, cfg: Config) -> FreezePrototypesHook:
-        """SwAV: ``loss.swav.freeze_prototypes_iterations``; DINO:
+        """SwAV: ``loss.swav.freeze_prototypes_iterations``; DINO, DINOv2 and iBOT:
         ``loss.dino.freeze_last_layer_epochs``."""
-        if cfg.loss.name == "dino":
+        if cfg.loss.name in ("dino", "dinov2", "ibot"):
             return cls(epochs=cfg.loss.dino.freeze_last_layer_epochs)
         return cls(iterations=cfg.loss.swav.freeze_prototypes_iterations)
 
@@ -57,5 +58,8 @@ class FreezePrototypesHook(Hook):
         prototypes = getattr(state.base_model, "prototypes", None)
         if prototypes is None:
             raise ValueError("freeze_prototypes needs a model with prototypes (model.prototypes)")
-        for parameter in prototypes.parameters():
-            parameter.grad = None
+        # iBOT's and DINOv2's separate patch head has a last layer of its own.
+        patch_prototypes = getattr(state.base_model, "patch_prototypes", None)
+        for part in (prototypes, patch_prototypes):
+            for parameter in () if part is None else part.parameters():
+                parameter.grad = None

@@ -13,6 +13,7 @@ from hookbus.parts.losses.byol import ByolLoss
 from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss
 from hookbus.parts.losses.mae import MaeLoss
+from hookbus.parts.losses.masked_distillation import MaskedDistillationLoss
 from hookbus.parts.losses.moco import MocoLoss
 from hookbus.parts.losses.moco_v3 import MocoV3Loss
 from hookbus.parts.losses.nnclr import NnclrLoss
@@ -72,6 +73,32 @@ def build_swav(cfg: LossConfig) -> SwavLoss:
 def build_dino(cfg: LossConfig) -> DinoLoss:
     """:class:`DinoLoss` at ``loss.dino.student_temperature``."""
     return DinoLoss(cfg.dino.student_temperature)
+
+
+@LOSSES.register("dinov2", ("prototypes",))
+def build_dinov2(cfg: LossConfig) -> MaskedDistillationLoss:
+    """:class:`MaskedDistillationLoss` of DINOv2: ``loss.dino.student_temperature``,
+    ``loss.ibot.loss_weight``, ``loss.dinov2`` (centering, Sinkhorn-Knopp iterations,
+    KoLeo weight)."""
+    return MaskedDistillationLoss(
+        cfg.dino.student_temperature,
+        centering=cfg.dinov2.centering,
+        sinkhorn_iterations=cfg.dinov2.sinkhorn_iterations,
+        patch_weight=cfg.ibot.loss_weight,
+        koleo_weight=cfg.dinov2.koleo_weight,
+    )
+
+
+@LOSSES.register("ibot", ("prototypes",))
+def build_ibot(cfg: LossConfig) -> MaskedDistillationLoss:
+    """:class:`MaskedDistillationLoss` of iBOT: running centers, no KoLeo;
+    ``loss.dino.student_temperature``, ``loss.ibot.loss_weight``."""
+    return MaskedDistillationLoss(
+        cfg.dino.student_temperature,
+        centering="centering",
+        patch_weight=cfg.ibot.loss_weight,
+        koleo_weight=0.0,
+    )
 
 
 @LOSSES.register("barlow_twins", ())

@@ -155,6 +155,7 @@ def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
             patch_embedding_init=vit.patch_embedding_init,
             class_token_init=vit.class_token_init,
             drop_path=vit.drop_path,
+            registers=vit.registers,
         )
     except ValueError as exc:
         raise ValueError(f"{name}: {exc} (model.backbone.vit, data.image_size)") from None
@@ -240,7 +241,9 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     """The model of ``cfg``: an :class:`SSLModel`, a :class:`LinearEvalModel` when
     ``model.linear_eval.enabled``, or a :class:`FineTuneModel` when
     ``model.fine_tune.enabled``, or a :class:`MaskedAutoencoder` (ViT backbone and
-    ``model.mae_decoder``) when ``loss.name`` is ``mae``.
+    ``model.mae_decoder``) when ``loss.name`` is ``mae``, or a
+    :class:`MaskedDistillationModel` (a ViT, the head, the prototypes and the patch
+    head of ``loss.ibot``) when it is ``dinov2`` or ``ibot``.
 
     The SSL model is the backbone named by ``model.backbone.name``, an :class:`MLPHead`
     (``model.head``), and when configured a predictor MLP (``model.predictor``) and
@@ -312,4 +315,9 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
         model_cfg.head.output_batch_norm,
         hidden_bias=model_cfg.head.hidden_bias,
     )
+    if cfg.loss.name in ("dinov2", "ibot") and prototypes is not None:
+        # iBOT and DINOv2 mask a ViT (torchvision's, loaded on use as for MAE).
+        from hookbus.parts.models.masked_distillation import build_masked_distillation
+
+        return build_masked_distillation(cfg, backbone, name, head, prototypes)
     return SSLModel(backbone, head, predictor, prototypes)
