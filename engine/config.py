@@ -1246,6 +1246,16 @@ class Config(Section):
                 raise ValueError(
                     f"loss.name {loss.name} has no predictor: set model.predictor.dims=[]"
                 )
+        if loss.name == "dinov2" and loss.dinov2.centering == "sinkhorn_knopp":
+            unread = [f"loss.dino.{key}" for key in loss.dino.changed_keys()]
+            unread += [f"loss.ibot.{key}" for key in loss.ibot.changed_keys()]
+            for key in ("loss.dino.center_momentum", "loss.ibot.patch_center_momentum"):
+                if key in unread:
+                    raise ValueError(
+                        f"{key} sets a running center, which loss.dinov2.centering "
+                        "sinkhorn_knopp does not keep: remove it, or set "
+                        "loss.dinov2.centering=centering"
+                    )
         sections = {"ibot": ("dinov2", "ibot"), "dinov2": ("dinov2",)}
         for section, owners in sections.items():
             changed = getattr(loss, section).changed_keys()
