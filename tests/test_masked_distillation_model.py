@@ -10,14 +10,20 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+from hookbus import FakeEngine, SSLEvents, SSLTrainer
+from hookbus.cli import main
 from hookbus.engine.config import BackboneConfig
 from hookbus.engine.config_io import validate_config
 from hookbus.engine.errors import ConfigError
+from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.defaults import method_hooks
+from hookbus.hooks.methods.dino_centering import DinoCenteringHook
+from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
 from hookbus.parts.models import BACKBONES, build_model
 from hookbus.parts.models.build import check_backbone_options
 from hookbus.parts.models.masked_distillation import MaskedDistillationModel
 from hookbus.parts.models.vit import ViTBackbone
+from hookbus.testing import tiny_config
 
 TINY_VIT = {"patch_size": 2, "width": 16, "depth": 1, "heads": 2, "mlp_dim": 16}
 
@@ -191,6 +197,51 @@ def test_each_method_gets_its_hooks(name: str, loss: dict, hooks: list[str]) -> 
     assert centering.centering == (name == "ibot" or bool(loss))
 
 
-def test_the_teacher_takes_its_schedule_and_global_views_from_loss_dino(tmp_path: Path) -> None:
+def test_the_teacher_takes_its_schedule_and_global_views_from_loss_dino() -> None:
     teacher = method_hooks(config(dino={"momentum": 0.95, "global_views": 2}))[0]
     assert (teacher.momentum, teacher.views) == (0.95, 2)
+
+
+def test_both_last_layers_are_frozen_in_the_first_epochs() -> None:
+    model = build_model(config(ibot={"separate_head": True, "patch_prototypes": 5}))
+    torch.manual_seed(0)
+    output = model({"views": views()})
+    (sum(view.sum() for view in output["scores"]) + output["patch_scores"].sum()).backward()
+    hook = FreezePrototypesHook(epochs=1)
+    engine = FakeEngine(train=True, train_phase_idx=0, iteration=1, base_model=model)
+    hook.attach(engine)
+    engine.fire_event(SSLEvents.ON_BACKWARD)
+    assert model.prototypes.weight.grad is None and model.patch_prototypes.weight.grad is None
+    assert model.patch_head.layers[0].weight.grad is not None  # the rest of the head learns
+
+
+def test_without_centering_only_the_teacher_temperature_is_written() -> None:
+    hook = DinoCenteringHook(teacher_temperature=0.07, centering=False)
+    engine = FakeEngine(train=True, train_phase_idx=3)
+    hook.attach(engine)
+    engine.state.last_output = {"teacher_scores": [torch.ones(2, 4)]}
+    engine.fire_event(SSLEvents.ON_FORWARD)
+    engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
+    assert engine.state.last_output == {
+        "teacher_scores": engine.state.last_output["teacher_scores"],
+        "teacher_temperature": 0.07,
+    }
+    assert hook.center is None
+
+
+def test_export_of_a_vit_with_register_tokens_is_refused(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    cfg = tiny_config(
+        run,
+        model={
+            "backbone": {"name": "vit_tiny", "vit": {**TINY_VIT, "registers": 2}},
+            "head": {"dims": ["backbone", 16, 8]},
+        },
+        optimizer={"num_epochs": 1},
+        trainer={"test_model": False},
+    )
+    SSLTrainer(cfg, hooks=[CheckpointHook(run)]).train()
+    out = tmp_path / "vit.pth"
+    assert main(["export", str(run / "checkpoint.torch"), str(out)]) == 2
+    assert "2 register tokens" in capsys.readouterr().err
+    assert not out.exists()
