@@ -754,6 +754,21 @@ class Dinov2Config(Section):
     koleo_weight: float = Field(
         0.1, ge=0, le=100, description="weight of the KoLeo loss on the global class tokens"
     )
+    layer_decay: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="a backbone parameter at depth d (0: patch embedding, class token, "
+        "position embedding, mask token; i + 1: encoder layer i; L + 1: final LayerNorm, "
+        "registers, as the heads) learns at lr * layer_decay^(L + 1 - d) (DINOv2: 0.9); 1: off",
+    )
+    patch_embedding_lr_scale: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="the patch embedding's learning rate as a multiple of its layer's "
+        "(DINOv2: 0.2)",
+    )
 
 
 class BarlowTwinsConfig(Section):

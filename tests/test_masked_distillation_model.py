@@ -23,6 +23,7 @@ from hookbus.parts.models import BACKBONES, build_model
 from hookbus.parts.models.build import check_backbone_options
 from hookbus.parts.models.masked_distillation import MaskedDistillationModel
 from hookbus.parts.models.vit import ViTBackbone
+from hookbus.parts.optim.build import parameter_groups
 from hookbus.testing import tiny_config
 
 TINY_VIT = {"patch_size": 2, "width": 16, "depth": 1, "heads": 2, "mlp_dim": 16}
@@ -245,3 +246,25 @@ def test_export_of_a_vit_with_register_tokens_is_refused(tmp_path: Path, capsys)
     assert main(["export", str(run / "checkpoint.torch"), str(out)]) == 2
     assert "2 register tokens" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_layer_decay_and_the_patch_embedding_scale_set_the_backbones_learning_rates() -> None:
+    model = build_model(
+        config(dinov2={"layer_decay": 0.5, "patch_embedding_lr_scale": 0.2})
+    )  # one encoder layer: depths 0, 1 and 2
+    groups = parameter_groups(model, weight_decay=0.04)
+    scale_of = {id(param): group["lr_scale"] for group in groups for param in group["params"]}
+    named = dict(model.named_parameters())
+    assert scale_of[id(named["backbone.conv_proj.weight"])] == pytest.approx(0.25 * 0.2)
+    assert scale_of[id(named["backbone.class_token"])] == pytest.approx(0.25)
+    assert scale_of[id(named["mask_token"])] == pytest.approx(0.25)
+    layer = "backbone.encoder.layers.encoder_layer_0.mlp.0.weight"
+    assert scale_of[id(named[layer])] == pytest.approx(0.5)
+    assert scale_of[id(named["backbone.encoder.ln.weight"])] == 1.0
+    assert scale_of[id(named["head.layers.0.weight"])] == 1.0
+    assert scale_of[id(named["prototypes.weight"])] == 1.0
+
+
+def test_without_layer_decay_every_parameter_learns_at_the_scheduled_rate() -> None:
+    groups = parameter_groups(build_model(config()), weight_decay=0.04)
+    assert {group["lr_scale"] for group in groups} == {1.0}

@@ -41,6 +41,7 @@ def test_the_vit_s16_recipe_has_the_papers_settings() -> None:
     assert (loss.dino.momentum, loss.dino.warmup_teacher_epochs) == (0.992, 30)
     assert (optimizer.weight_decay, optimizer.weight_decay_end) == (0.04, 0.4)
     assert (cfg.data.small_views.count, cfg.data.small_views.size) == (8, 96)
+    assert (loss.dinov2.layer_decay, loss.dinov2.patch_embedding_lr_scale) == (0.9, 0.2)
 
 
 def generated_folder(root: Path) -> Path:

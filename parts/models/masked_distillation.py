@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from hookbus.engine.config import Config
 from hookbus.parts.models.block_masks import draw_batch_masks
+from hookbus.parts.models.fine_tune import vit_depths
 from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.vit import ViTBackbone
@@ -51,6 +52,8 @@ class MaskedDistillationModel(nn.Module):
         global_views: int = 2,
         mask_probability: float = 0.5,
         mask_ratio: tuple[float, float] = (0.1, 0.5),
+        layer_decay: float = 1.0,
+        patch_embedding_lr_scale: float = 1.0,
     ) -> None:
         super().__init__()
         if (patch_head is None) != (patch_prototypes is None):
@@ -64,6 +67,8 @@ class MaskedDistillationModel(nn.Module):
         self.global_views = global_views
         self.mask_probability = mask_probability
         self.mask_ratio = mask_ratio
+        self.layer_decay = layer_decay
+        self.patch_embedding_lr_scale = patch_embedding_lr_scale
 
     def patch_scores(self, tokens: Tensor) -> Tensor:
         """The patch head's scores ``[M, K']`` of patch tokens ``[M, width]`` (no rows
@@ -127,15 +132,38 @@ class MaskedDistillationModel(nn.Module):
         """Backbone features ``[B, D]`` (the class token) of ``images``."""
         return self.backbone(images)
 
+    def lr_scales(self) -> dict[str, float]:
+        """The learning-rate multiplier of each parameter, by name (DINOv2's pre-training
+        groups): ``layer_decay ** (L + 1 - d)`` for a backbone parameter at depth ``d``
+        (:func:`~hookbus.parts.models.fine_tune.vit_depths`) and for the mask token
+        (depth 0), times ``patch_embedding_lr_scale`` for the patch embedding; the heads
+        learn at the scheduled rate. Empty when both are 1."""
+        if self.layer_decay == 1 and self.patch_embedding_lr_scale == 1:
+            return {}
+        depths = vit_depths(self.backbone)
+        top = len(self.backbone.encoder.layers) + 1
+        scales = {"mask_token": self.layer_decay**top}
+        for name, depth in depths.items():
+            scale = self.layer_decay ** (top - depth)
+            if name.startswith("conv_proj."):
+                scale *= self.patch_embedding_lr_scale
+            scales[f"backbone.{name}"] = scale
+        return scales
+
+    def no_weight_decay(self) -> set[str]:
+        """No matrix is kept out of weight decay (biases, norms and the mask token, which
+        is a vector, are left out by the optimizer's rule)."""
+        return set()
+
 
 def build_masked_distillation(
     cfg: Config, backbone: nn.Module, name: str, head: MLPHead, prototypes: Prototypes
 ) -> MaskedDistillationModel:
     """The :class:`MaskedDistillationModel` of ``cfg`` (``loss.ibot``,
-    ``loss.dino.global_views``) on ``backbone`` (named ``name`` in messages), which must
-    be a :class:`ViTBackbone`, with the class-token ``head`` and ``prototypes``; with
-    ``loss.ibot.separate_head`` a patch head of the same sizes and
-    ``loss.ibot.patch_prototypes`` outputs."""
+    ``loss.dino.global_views``, ``loss.dinov2``'s learning-rate multipliers) on
+    ``backbone`` (named ``name`` in messages), which must be a :class:`ViTBackbone`,
+    with the class-token ``head`` and ``prototypes``; with ``loss.ibot.separate_head`` a
+    patch head of the same sizes and ``loss.ibot.patch_prototypes`` outputs."""
     if not isinstance(backbone, ViTBackbone):
         raise ValueError(
             f"loss.name {cfg.loss.name} masks the patches of a Vision Transformer (vit_tiny, "
@@ -161,4 +189,6 @@ def build_masked_distillation(
         global_views=cfg.loss.dino.global_views,
         mask_probability=ibot.mask_probability,
         mask_ratio=(ibot.mask_ratio[0], ibot.mask_ratio[1]),
+        layer_decay=cfg.loss.dinov2.layer_decay,
+        patch_embedding_lr_scale=cfg.loss.dinov2.patch_embedding_lr_scale,
     )
