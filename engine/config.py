@@ -1251,16 +1251,12 @@ class Config(Section):
     def _masked_distillation_parts(self) -> None:
         """iBOT and DINOv2 mask the patches of a ViT; their own sections are theirs."""
         loss, name = self.loss, self.model.backbone.name
-        if loss.name in ("dinov2", "ibot"):
-            if not name.startswith("vit_") and not self.from_python.backbone:
-                raise ValueError(
-                    f"loss.name {loss.name} masks the patches of a Vision Transformer: "
-                    f"model.backbone.name must be vit_tiny, vit_s16 or vit_b16 (got {name})"
-                )
-            if self.model.predictor.dims:
-                raise ValueError(
-                    f"loss.name {loss.name} has no predictor: set model.predictor.dims=[]"
-                )
+        vit = name.startswith("vit_") or self.from_python.backbone
+        if loss.name in ("dinov2", "ibot") and not vit:
+            raise ValueError(
+                f"loss.name {loss.name} masks the patches of a Vision Transformer: "
+                f"model.backbone.name must be vit_tiny, vit_s16 or vit_b16 (got {name})"
+            )
         if loss.name == "dinov2" and loss.dinov2.centering == "sinkhorn_knopp":
             unread = [f"loss.dino.{key}" for key in loss.dino.changed_keys()]
             unread += [f"loss.ibot.{key}" for key in loss.ibot.changed_keys()]
