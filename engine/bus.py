@@ -16,19 +16,20 @@
 - ``run()`` and ``interrupt()`` are refused: the trainer runs the phases
   (``trainer.train()``), and ``terminate()`` ends them;
 - an ignite metric attached under a name that hookbus's phase record sets itself
-  (:data:`RECORD_KEYS`: ``loss``, ``iteration``...; a meter's value such as
-  ``knn_top1``; a hook's metric such as ``probe_top1``: :func:`taken_metric_names`) is
-  kept apart as ``ignite/<name>`` (said in the log), so it never replaces the phase's
-  mean loss, counters or meter values in ``metrics.json`` and ``state.history``;
+  (``loss``, ``iteration``...; a meter's value such as ``knn_top1``; a hook's metric
+  such as ``probe_top1``: :mod:`hookbus.engine.metric_names`) is kept apart as
+  ``ignite/<name>`` (said in the log), so it never replaces the phase's mean loss,
+  counters or meter values in ``metrics.json`` and ``state.history``;
 - ``terminate()`` also records who asked, in ``state.stopped_by``;
 - ``engine.logger`` is the ``hookbus.ignite`` logger, so what handlers log through it
   reaches the run's ``log.txt`` and the console with hookbus's own lines.
 
 Handlers that ignite's tools put into ``engine._event_handlers`` directly
 (``BasicTimeProfiler``, ``HandlersTimeProfiler`` insert, append and replace entries
-themselves) are seen too: every list there is a :class:`_WatchedList`, which marks the
-dispatch tuples stale on any change; the next firing rebuilds them, so the fast path
-costs nothing more while nothing changes. A handler appended to an event's list while
+themselves) are seen too: every list there is watched
+(:mod:`hookbus.engine.watched_handlers`), and any change marks the dispatch tuples
+stale; the next firing rebuilds them, so the fast path costs nothing more while
+nothing changes. A handler appended to an event's list while
 that event fires runs in the same firing, as in ignite.
 """
 
@@ -37,18 +38,19 @@ from __future__ import annotations
 import logging
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ignite.engine import Engine, Events, EventsList, State
 from ignite.engine.events import CallableEventWithFilter, RemovableEventHandle
-from ignite.metrics import Metric
 
 from hookbus.engine.events import EVENT_COUNTERS, IGNITE_EVENTS, SSLEvents
 from hookbus.engine.handler_order import forget_removed, place_newest
+from hookbus.engine.metric_names import metric_kept_apart, taken_metric_names
 from hookbus.engine.priorities import Priority
 from hookbus.engine.state import RunState
+from hookbus.engine.watched_handlers import WatchedHandlers
 
 Handler = Callable[[Engine], Any]
 """A handler as the fast path calls it: with the engine as its only argument."""
@@ -90,7 +92,7 @@ class BusEngine(Engine):
         self._loaded_iteration: int | None = None
         self._placing: tuple[int, str | None] = (Priority.NORMAL, None)
         super().__init__(process_function)
-        self._event_handlers = _WatchedHandlers(self, self._event_handlers)
+        self._event_handlers = WatchedHandlers(self, self._event_handlers)
         self.logger = logging.getLogger(ENGINE_LOGGER)
         self.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
         self.state = RunState()
@@ -127,7 +129,7 @@ class BusEngine(Engine):
         if isinstance(event_name, EventsList):
             return super().add_event_handler(event_name, handler, *args, **kwargs)
         _check_filter(event_name)
-        args = _metric_kept_apart(handler, args, taken_metric_names(self.state))
+        args = metric_kept_apart(handler, args, taken_metric_names(self.state))
         handle = super().add_event_handler(event_name, handler, *args, **kwargs)
         priority, name = self._placing
         place_newest(self, event_name, priority, name)
@@ -145,7 +147,7 @@ class BusEngine(Engine):
                 # arguments when the handler takes the engine (Metric.completed does).
                 ref = args[:1] if args and isinstance(args[0], weakref.ref) else ()
                 own = args[len(ref) :]
-                kept = _metric_kept_apart(handler, own, taken)
+                kept = metric_kept_apart(handler, own, taken)
                 if kept is not own:
                     entries[index] = (handler, (*ref, *kept), kwargs)
         self._rebuild_dispatch()
@@ -254,129 +256,6 @@ class BusEngine(Engine):
 ENGINE_LOGGER = "hookbus.ignite"
 """The name of ``engine.logger`` on a :class:`BusEngine`: a child of the ``hookbus``
 logger, whose handlers write the run's ``log.txt`` and the console."""
-
-
-class _WatchedList(list):
-    """An event's handler list that tells its engine when it changes."""
-
-    def __init__(self, engine: BusEngine, entries: Iterable[Any] = ()) -> None:
-        super().__init__(entries)
-        self._engine = weakref.ref(engine)
-
-    def _changed(self) -> None:
-        engine = self._engine()
-        if engine is not None:
-            engine.invalidate_dispatch()
-
-
-def _watching(name: str, kind: type = list) -> Callable[..., Any]:
-    """``kind``'s method ``name``, telling the engine of the change after it."""
-    method = getattr(kind, name)
-
-    def changed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = method(self, *args, **kwargs)
-        self._changed()
-        return result
-
-    changed.__name__ = name
-    return changed
-
-
-for _name in (
-    "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
-    "__setitem__", "__delitem__", "__iadd__", "__imul__",
-):  # fmt: skip
-    setattr(_WatchedList, _name, _watching(_name))
-
-
-class _WatchedHandlers(dict):
-    """``engine._event_handlers``: every list it holds is a :class:`_WatchedList` (a
-    missing event gets an empty one, as ignite's ``defaultdict(list)`` does), and
-    putting or dropping a list marks the engine's dispatch stale."""
-
-    def __init__(self, engine: BusEngine, handlers: dict[Any, list]) -> None:
-        super().__init__()
-        self._engine = weakref.ref(engine)
-        for event, entries in handlers.items():
-            self[event] = entries
-
-    def __missing__(self, event: Any) -> list:
-        self[event] = []
-        return dict.__getitem__(self, event)
-
-    def __setitem__(self, event: Any, entries: list) -> None:
-        engine = self._engine()
-        if engine is not None and not isinstance(entries, _WatchedList):
-            entries = _WatchedList(engine, entries)
-        super().__setitem__(event, entries)
-        self._changed()
-
-    def _changed(self) -> None:
-        engine = self._engine()
-        if engine is not None:
-            engine.invalidate_dispatch()
-
-    def setdefault(self, event: Any, entries: list | None = None) -> list:
-        if event not in self:
-            self[event] = [] if entries is None else entries
-        return dict.__getitem__(self, event)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for event, entries in dict(*args, **kwargs).items():
-            self[event] = entries
-
-
-for _name in ("__delitem__", "pop", "popitem", "clear"):
-    setattr(_WatchedHandlers, _name, _watching(_name, dict))
-
-
-RECORD_KEYS = ("phase_idx", "phase", "train", "train_phase_idx", "iteration", "loss")
-"""The keys hookbus's phase record sets itself (``metrics.json``, ``state.history``:
-:func:`hookbus.hooks.run_stats.phase_record`), beside the metrics."""
-
-IGNITE_METRIC_PREFIX = "ignite/"
-"""What an ignite metric named like a key hookbus records (:func:`taken_metric_names`)
-is recorded under."""
-
-_METRIC_LOG = logging.getLogger("hookbus")
-
-
-def taken_metric_names(state: Any) -> frozenset[str]:
-    """The names hookbus records itself in a phase's record: :data:`RECORD_KEYS`, the
-    values of the run's meters (``Meter.value_names``) and the metrics its hooks write
-    (``Hook.metric_names``)."""
-    meters = getattr(state, "meters", None) or ()
-    hooks = getattr(state, "hooks", None) or ()
-    return frozenset(
-        (
-            *RECORD_KEYS,
-            *(name for meter in meters for name in getattr(meter, "value_names", ())),
-            *(name for hook in hooks for name in getattr(hook, "metric_names", ())),
-        )
-    )
-
-
-def _metric_kept_apart(
-    handler: Callable, args: tuple[Any, ...], taken: frozenset[str]
-) -> tuple[Any, ...]:
-    """``args`` of ignite's ``Metric.completed`` (the metric's name first) with a name
-    from ``taken`` given the :data:`IGNITE_METRIC_PREFIX`; others unchanged."""
-    owner = getattr(handler, "__self__", None)
-    if not isinstance(owner, Metric) or getattr(handler, "__name__", "") != "completed":
-        return args
-    if not args or args[0] not in taken:
-        return args
-    name = f"{IGNITE_METRIC_PREFIX}{args[0]}"
-    _METRIC_LOG.warning(
-        "ignite metric %s is named %r, a key hookbus records itself (the phase's %s): it "
-        "is recorded as %r in engine.state.metrics, metrics.json and state.history; name "
-        "it otherwise to keep your name",
-        type(owner).__name__,
-        args[0],
-        "mean loss" if args[0] == "loss" else f"{args[0]} value",
-        name,
-    )
-    return (name, *args[1:])
 
 
 def _check_filter(event: Any) -> None:

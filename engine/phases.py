@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from hookbus.engine.config import Config
 
@@ -14,6 +15,29 @@ class Phase:
     kind: str
     train: bool
     length: int
+
+
+class PhaseEnd(Enum):
+    """How a phase of the trainer's loop ended, and with it what the loop does next."""
+
+    COMPLETED = "completed"
+    """Every step ran; the run goes on to the next phase."""
+    ENDED_EARLY = "ended early"
+    """``engine.terminate_epoch()``: the phase ended after the current step, and ends as
+    a completed one does (``on_phase_end``, ignite's ``EPOCH_COMPLETED``)."""
+    ENDED_EARLY_QUIETLY = "ended early, skipping EPOCH_COMPLETED"
+    """``engine.terminate_epoch(skip_epoch_completed=True)``: as :attr:`ENDED_EARLY`,
+    without ignite's ``EPOCH_COMPLETED``."""
+    STOPPED = "stopped"
+    """``engine.terminate()``: the run ends cleanly, without ``on_phase_end``."""
+    PREEMPTED = "preempted"
+    """A preemption signal: the step's checkpoint is written, then the run raises
+    :class:`hookbus.engine.errors.PreemptedError`."""
+
+    @property
+    def goes_on(self) -> bool:
+        """True when the phase ran to its end (``on_phase_end`` fires) and the run goes on."""
+        return self not in (PhaseEnd.STOPPED, PhaseEnd.PREEMPTED)
 
 
 def build_phase_plan(cfg: Config, *, train_length: int, test_length: int) -> list[Phase]:

@@ -5,11 +5,17 @@ its type, default and meaning, in :class:`RunFields`; the trainer's engine and
 :class:`hookbus.FakeEngine` both carry one, so a hook sees the same names in a unit test
 as in a real run. The values several hooks derive from the fields (the phase's mean
 loss, the number of train phases) are properties computed here, once.
+
+The loop's transitions are methods of :class:`RunState` too (``begin_phase``,
+``begin_step``, ``end_step``, ``end_phase``, with ``add_loss`` and ``count_update`` for
+the train step): the trainer, the standard train step and :class:`hookbus.FakeEngine`
+move the counters through them, so a hook's unit test runs the real counter rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -267,3 +273,107 @@ class RunState(RunFields, State):
     def train_phase_count(self) -> int:
         """Number of train phases in the phase plan ``phases``."""
         return sum(1 for phase in self.phases if phase.train)
+
+    def start_over(self) -> None:
+        """Put the counters and records back to those of a fresh start; the trainer's
+        ``setup()`` then restores the newest checkpoint, if any, over them."""
+        self.phase_idx = self.train_phase_idx = -1
+        self.iteration = self.local_iteration_num = self.updates = self.batches = 0
+        self.epoch = 0
+        self.loss_sum = self.stopped_by = self.resumed_from = self.output = None
+        self.history = []
+        self.summary = {}
+        self.metrics = {}
+
+    def take_plan(self, phases: list[Phase], *, epoch_length: int) -> None:
+        """Take the phase plan, and the sizes ignite reads from it: ``max_iterations``
+        (the plan's train steps), ``max_epochs`` (its train phases), ``epoch_length``
+        (the steps of a train phase) and no ``max_iters``."""
+        self.phases = phases
+        self.max_iterations = sum(phase.length for phase in phases if phase.train)
+        self.max_epochs = self.train_phase_count
+        self.epoch_length = epoch_length
+        self.max_iters = None
+
+    def begin_phase(
+        self, phase_idx: int, meters: Sequence[Any], *, batches_done: int | None = None
+    ) -> Phase:
+        """Enter phase ``phase_idx`` of ``phases``, before ``on_phase_start``; returns it.
+
+        Sets the phase fields (``phase_idx``, ``train``, ``phase_name``,
+        ``phase_length``), clears the phase's step times and metrics, and keeps the
+        ``meters`` of its kind (``meter.phases``) as ``state.meters``. A fresh phase
+        (``batches_done`` None) advances ``train_phase_idx`` when it trains, clears
+        ``loss_sum`` and resets the meters; a phase resumed inside keeps the restored
+        ones and starts counting at ``batches_done``.
+        """
+        phase = self.phases[phase_idx]
+        fresh = batches_done is None
+        self.phase_idx = phase_idx
+        self.train = phase.train
+        self.phase_name = phase.kind
+        if phase.train and fresh:
+            self.train_phase_idx += 1
+        self.phase_length = phase.length
+        self.batches = batches_done or 0
+        self.batch_time = []
+        self.data_time = []
+        self.metrics = {}
+        self.meters = [meter for meter in meters if phase.kind in meter.phases]
+        if fresh:
+            self.loss_sum = None
+            for meter in self.meters:
+                meter.reset()
+        return phase
+
+    def begin_step(self) -> None:
+        """Count the step about to run: ``iteration`` in a train phase (ignite's count,
+        after ``GET_BATCH_COMPLETED`` and before ``ITERATION_STARTED``) and
+        ``local_iteration_num``."""
+        if self.train:
+            self.iteration += 1
+        self.local_iteration_num += 1
+
+    def add_loss(self, loss: torch.Tensor) -> None:
+        """Keep the step's loss (detached, averaged over ranks) as ``loss`` and add it to
+        the phase's ``loss_sum``, before ``on_loss_and_meter``."""
+        self.loss = loss
+        self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
+
+    def count_update(self) -> None:
+        """Count an optimizer step in ``updates``, before ``on_update``."""
+        self.updates += 1
+
+    def end_step(self, output: Any, *, batch_time: float, data_time: float) -> None:
+        """Close the step that just ran, before ``on_step``: ``output`` is what the train
+        step returned; ``batches`` counts the step; its seconds (data wait included) and
+        its seconds of data wait join ``batch_time`` and ``data_time``."""
+        self.output = output
+        self.batches += 1
+        self.batch_time.append(batch_time)
+        self.data_time.append(data_time)
+
+    def phase_record(self) -> dict[str, Any]:
+        """The phase's summary as ``metrics.json``, the curves and ``history`` keep it:
+        phase index and name, train flag, train phase index, iteration, mean loss
+        (``phase_loss``), and every metric."""
+        return {
+            "phase_idx": self.phase_idx,
+            "phase": self.phase_name,
+            "train": self.train,
+            "train_phase_idx": self.train_phase_idx,
+            "iteration": self.iteration,
+            "loss": self.phase_loss,
+            **self.metrics,
+        }
+
+    def end_phase(self) -> None:
+        """Close the phase, after ``on_phase_end``: its record joins ``history``."""
+        self.history.append(self.phase_record())
+
+    def release_data(self) -> None:
+        """Drop the data loaders, the current loader and the last batch (the trainer
+        does at the end of ``train()``, after an exception too)."""
+        self.data_loaders = {}
+        self.last_batch = None
+        self.dataloader = None

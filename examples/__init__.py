@@ -1,4 +1,5 @@
-"""Code the documentation's tutorials include, run by the test suite (tests/test_tutorial_*.py).
+"""Code the documentation's tutorials include, run by the test suite
+(tests/runner/test_tutorial_*.py).
 
 Installed with the distribution as ``hookbus.examples`` (``setup.cfg`` maps it onto this
 folder), so the tutorials' code imports from anywhere:

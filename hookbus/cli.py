@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from pathlib import Path
 
 from hookbus.console import guarded_stdout, setup_console
 from hookbus.engine.config_io import load_config
@@ -23,6 +24,7 @@ from hookbus.engine.errors import (
 from hookbus.engine.launch_env import launch_environment
 from hookbus.launcher import launch_local
 from hookbus.recipes_index import recipe_table, recipe_text, resolve_recipe
+from hookbus.sbatch import SbatchRequest, sbatch_script
 
 EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash or a file that could not
 be written (a full disk: the checkpoints are intact, run again to resume), 2 user error
@@ -48,6 +50,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
   hookbus train configs/simclr_digits.yaml optimizer.num_epochs=2 checkpoint.dir=runs/try
   hookbus train configs/simclr_digits.yaml -q      # warnings and the final summary only
   torchrun --standalone --nproc_per_node=2 -m hookbus train configs/simclr_digits.yaml
+""",
+    ),
+    "sbatch": (
+        "print a SLURM batch script that trains a recipe on N nodes, one task per GPU, and "
+        "requeues itself when preempted (exit status 75)",
+        """\
+  hookbus sbatch --nodes 2 --gpus-per-node 8 --time 24:00:00 simclr_digits \\
+      checkpoint.dir=/shared/runs/simclr > simclr.sbatch
+  sbatch simclr.sbatch
 """,
     ),
     "validate": (
@@ -86,6 +97,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
   hookbus embed runs/simclr_photos photos/ --out photos.pt      # a run's newest checkpoint
   hookbus embed backbone.pth photos/ --recipe runs/simclr_photos/config.yaml --out photos.npz
   hookbus embed runs/simclr_photos/checkpoint.torch a.jpg b.jpg --out two.csv --device cpu
+""",
+    ),
+    "shard": (
+        "write an image folder as MDS shards (labels and class names kept) for "
+        "data.name: shards (the optional extra: pip install 'hookbus[shards]')",
+        """\
+  hookbus shard photos/train shards/train          # then data.shards.path=shards/train
+  hookbus shard photos/train shards/train --shard-bytes 134217728
 """,
     ),
     "plot": (
@@ -132,6 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("out", help="where to write the state dict (.pth)")
         elif name == "embed":
             _embed_arguments(command)
+        elif name == "shard":
+            command.add_argument("folder", metavar="FOLDER", help="a folder of class folders")
+            command.add_argument("out", metavar="OUT", help="a new or empty folder")
+            command.add_argument(
+                "--shard-bytes",
+                type=int,
+                default=64 << 20,
+                help="most bytes a shard holds (64 MiB)",
+            )
+        elif name == "sbatch":
+            _sbatch_arguments(command)
         elif name == "recipes":
             command.add_argument(
                 "--show", metavar="NAME", help="print the recipe NAME's YAML, exactly as shipped"
@@ -150,6 +180,30 @@ def build_parser() -> argparse.ArgumentParser:
             )
         command.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return parser
+
+
+def _sbatch_arguments(command: argparse.ArgumentParser) -> None:
+    """The arguments of ``hookbus sbatch``."""
+    command.add_argument("config", metavar="RECIPE", help="a YAML recipe's path, or a name")
+    command.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides for the run"
+    )
+    command.add_argument("--nodes", type=int, required=True, help="nodes of the job")
+    command.add_argument(
+        "--gpus-per-node", type=int, required=True, help="GPUs per node (one task each)"
+    )
+    command.add_argument("--time", required=True, help="the time limit, HH:MM:SS or DAYS-HH:MM:SS")
+    command.add_argument("--job-name", help="default: the recipe's file name without .yaml")
+    command.add_argument("--partition", help="the SLURM partition (default: the cluster's)")
+    command.add_argument(
+        "--port", type=int, default=29500, help="where the tasks meet on the first node (29500)"
+    )
+    command.add_argument(
+        "--signal-seconds",
+        type=int,
+        default=120,
+        help="seconds before the time limit that SLURM sends SIGUSR1 (120)",
+    )
 
 
 def _embed_arguments(command: argparse.ArgumentParser) -> None:
@@ -211,6 +265,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if args.command == "recipes":
             return _recipes(args)
+        if args.command == "sbatch":
+            return _sbatch(args)
         if hasattr(args, "config"):
             args.config = resolve_recipe(args.config)
         nproc = _processes_to_launch(args)
@@ -242,6 +298,26 @@ def _recipes(args: argparse.Namespace) -> int:
         sys.stdout.write(recipe_text(args.show))
     else:
         print("\n".join(recipe_table()))
+    return 0
+
+
+def _sbatch(args: argparse.Namespace) -> int:
+    """``hookbus sbatch``: check the recipe and its overrides, print the batch script."""
+    recipe = resolve_recipe(args.config)
+    load_config(recipe, args.overrides)
+    name = args.job_name or Path(args.config).name.removesuffix(".yaml")
+    request = SbatchRequest(
+        recipe=args.config,
+        overrides=tuple(args.overrides),
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        time=args.time,
+        job_name=name,
+        port=args.port,
+        signal_seconds=args.signal_seconds,
+        partition=args.partition,
+    )
+    sys.stdout.write(sbatch_script(request))
     return 0
 
 

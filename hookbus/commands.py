@@ -122,6 +122,20 @@ def _embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shard(args: argparse.Namespace) -> int:
+    # Loaded here, not at the top: it needs the streaming library (the optional extra
+    # shards), which the other commands never do.
+    from hookbus.parts.data.datasets import require_streaming
+
+    require_streaming("hookbus shard")
+    from hookbus.shard import write_shards
+
+    written = write_shards(Path(args.folder), Path(args.out), args.shard_bytes)
+    classes = f"{len(written.classes)} classes" if written.classes else "no classes"
+    print(f"wrote {args.out}: {written.images} images ({classes}) in {written.shards} shards")
+    return 0
+
+
 _COMMANDS = {
     "train": _train,
     "validate": _validate,
@@ -130,4 +144,5 @@ _COMMANDS = {
     "plot": _plot,
     "export": _export,
     "embed": _embed,
+    "shard": _shard,
 }

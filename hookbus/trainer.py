@@ -32,8 +32,8 @@ from hookbus.engine.hook import Hook
 from hookbus.engine.imports import import_user_modules
 from hookbus.engine.lr_scheduler import lr_scheduler_name
 from hookbus.engine.machine import ProcessSettings, configure_process, restore_settings
-from hookbus.engine.phases import build_phase_plan, phase_label
-from hookbus.engine.preemption import PreemptionGuard, agreed_stops
+from hookbus.engine.phases import PhaseEnd, build_phase_plan, phase_label
+from hookbus.engine.preemption import PreemptionGuard, Stops, agreed_stops
 from hookbus.engine.priorities import Priority
 from hookbus.engine.registry import UnknownNameError
 from hookbus.engine.run_lock import RunLock, check_run_dir
@@ -42,7 +42,6 @@ from hookbus.engine.training_state import ResumePoint, restore_training_state
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.defaults import default_hooks
 from hookbus.hooks.metrics_json import MetricsJsonHook
-from hookbus.hooks.run_stats import phase_record
 from hookbus.parts.data import build_data_loaders, finish_views, set_loader_epoch
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, initial_copy
 from hookbus.parts.task import check_component_names, check_options_are_read, prepare_task
@@ -53,10 +52,6 @@ logger = logging.getLogger("hookbus")
 EPOCH_COMPLETED_PRIORITY = Priority.FIRST + 10
 """Where ignite's ``EPOCH_COMPLETED`` fires among the ``on_phase_end`` handlers of a
 train phase: right after the meter sync, before every report."""
-
-
-class _Stopped(Exception):
-    """The run honoured ``engine.terminate()`` at a boundary."""
 
 
 class SSLTrainer:
@@ -148,7 +143,7 @@ class SSLTrainer:
         self._start: ResumePoint | None = None
         self._lock: RunLock | None = None
         self._phase_started = 0.0
-        self._skip_epoch_completed = False
+        self._phase_end = PhaseEnd.COMPLETED
         self._resume_iteration = 0
         self._set_aside: list[Hook] = []
 
@@ -192,13 +187,11 @@ class SSLTrainer:
                 world_size=state.world_size,
                 datasets=self.parts.datasets(self.cfg),
             )
-        _reset_counters(state)
+        state.start_over()
         train_len = len(state.data_loaders["train"])
         test_len = len(state.data_loaders["test"])
-        state.phases = build_phase_plan(self.cfg, train_length=train_len, test_length=test_len)
-        state.max_iterations = sum(p.length for p in state.phases if p.train)
-        state.max_epochs = state.train_phase_count
-        state.epoch_length = train_len
+        phases = build_phase_plan(self.cfg, train_length=train_len, test_length=test_len)
+        state.take_plan(phases, epoch_length=train_len)
         if state.rank == 0 and self._lock is None:
             self._lock = RunLock.acquire(state.run_dir)
         self._start = self._restore()
@@ -285,13 +278,15 @@ class SSLTrainer:
         if sweep is not None:
             self._begin_sweep(sweep)
         engine.fire_event(Events.STARTED)
-        try:
-            self._stop_if_asked(agreed_stops(engine).terminate)
-            for phase_idx in range(start.phase_idx, len(state.phases)):
-                continuing = start.mid_phase and phase_idx == start.phase_idx
-                self._run_phase(phase_idx, start.batches_done if continuing else None)
-                self._stop_if_asked(agreed_stops(engine).terminate)
-        except _Stopped:
+        ended = self._run_phases(start)
+        if ended is PhaseEnd.PREEMPTED:
+            raise PreemptedError(
+                f"stopped by {state.stop_requested} in "
+                f"{phase_label(state.phase_idx, len(state.phases))} after step "
+                f"{state.batches} (train iteration {state.iteration}); run the same "
+                "command again to resume"
+            )
+        if ended is PhaseEnd.STOPPED:
             if sweep is None:
                 logger.warning("%s", stop_line(state))
                 state.summary["stopped"] = stop_line(state)
@@ -317,9 +312,7 @@ class SSLTrainer:
         if loaded is None:
             return
         if loaded == self._resume_iteration:  # the plan's sizes, not the loaded ones
-            state.max_epochs = state.train_phase_count
-            state.epoch_length = len(state.data_loaders["train"])
-            state.max_iters = None
+            state.take_plan(state.phases, epoch_length=len(state.data_loaders["train"]))
             return
         where = (
             f"the checkpoint {self.state.resumed_from} at iteration {self._resume_iteration}"
@@ -368,10 +361,6 @@ class SSLTrainer:
                 f"cannot write {path}: {exc.strerror or exc}; nothing was trained"
             ) from exc
 
-    def _stop_if_asked(self, terminate: bool) -> None:
-        if terminate:
-            raise _Stopped
-
     def _setup_machine(self) -> None:
         state, cfg = self.state, self.cfg
         distributed.init_from_environment(cfg)
@@ -404,54 +393,76 @@ class SSLTrainer:
         path, checkpoint = found
         return restore_training_state(state, checkpoint, str(path))
 
-    def _run_phase(self, phase_idx: int, batches_done: int | None) -> None:
-        """Run phase ``phase_idx``; ``batches_done`` is None for a fresh phase, or the
-        batches a checkpoint taken inside it had done (its meters and loss sum are then
-        the restored ones, and those batches are skipped)."""
+    def _run_phases(self, start: ResumePoint) -> PhaseEnd:
+        """Run the phases from ``start`` on; returns how the last one that ran ended
+        (:attr:`PhaseEnd.STOPPED` also for a stop asked before a phase began)."""
+        state = self.state
+        for phase_idx in range(start.phase_idx, len(state.phases)):
+            if self._boundary(agreed_stops(self.engine)) is PhaseEnd.STOPPED:
+                return PhaseEnd.STOPPED
+            continuing = start.mid_phase and phase_idx == start.phase_idx
+            ended = self._run_phase(phase_idx, start.batches_done if continuing else None)
+            if not ended.goes_on:
+                return ended
+        return self._boundary(agreed_stops(self.engine)) or PhaseEnd.COMPLETED
+
+    def _boundary(self, stops: Stops, *, after_step: bool = False) -> PhaseEnd | None:
+        """The check at every boundary of the loop: how the phase ends here by the stops
+        every rank agreed on (None: it goes on). Between phases only ``terminate()``
+        counts; after a step also a preemption and ``terminate_epoch()``. A stop asked
+        after the agreement (in ``on_step``) is agreed at the next boundary; one process
+        honours it at once."""
+        engine = self.engine
+        alone = self.state.world_size == 1
+        if after_step and stops.preempt:
+            return PhaseEnd.PREEMPTED
+        if stops.terminate or (alone and bool(engine.should_terminate)):
+            return PhaseEnd.STOPPED
+        if not after_step:
+            return None
+        if stops.terminate_epoch or (alone and bool(engine.should_terminate_single_epoch)):
+            if engine.should_terminate_single_epoch == "skip_epoch_completed":
+                return PhaseEnd.ENDED_EARLY_QUIETLY
+            return PhaseEnd.ENDED_EARLY
+        return None
+
+    def _run_phase(self, phase_idx: int, batches_done: int | None) -> PhaseEnd:
+        """Run phase ``phase_idx``; returns how it ended. ``batches_done`` is None for a
+        fresh phase, or the batches a checkpoint taken inside it had done (its meters
+        and loss sum are then the restored ones, and those batches are skipped)."""
         engine, state = self.engine, self.state
-        phase = state.phases[phase_idx]
-        train = phase.train
-        fresh = batches_done is None
-        state.phase_idx = phase_idx
-        state.train = train
-        state.phase_name = phase.kind
-        if train and fresh:
-            state.train_phase_idx += 1
-        loader = state.data_loaders["train" if train else "test"]
+        phase = state.begin_phase(phase_idx, self._meters, batches_done=batches_done)
+        loader = state.data_loaders["train" if phase.train else "test"]
         set_loader_epoch(loader, phase_idx)
-        if not fresh:
+        if batches_done is not None:
             loader.sampler.set_start(batches_done * loader.batch_size)
         state.dataloader = loader
-        state.phase_length = phase.length
-        state.batches = batches_done or 0
-        state.batch_time = []
-        state.data_time = []
-        state.metrics = {}
-        state.meters = [meter for meter in self._meters if phase.kind in meter.phases]
-        if fresh:
-            state.loss_sum = None
-            for meter in state.meters:
-                meter.reset()
-        state.model.train(train)
+        state.model.train(phase.train)
         for meter in state.meters:
             meter.prepare(state.base_model, state.data_loaders, state.device)
         self._phase_started = time.perf_counter()
         engine.fire_event(SSLEvents.ON_PHASE_START)
-        if train:
+        if phase.train:
             state.epoch = state.train_phase_idx + 1
             engine.fire_event(Events.EPOCH_STARTED)
-        self._stop_if_asked(agreed_stops(engine).terminate)
-        self._run_steps(phase_idx, train, loader)
+        if self._boundary(agreed_stops(engine)) is PhaseEnd.STOPPED:
+            return PhaseEnd.STOPPED
+        self._phase_end = self._run_steps(phase.train, loader)
+        if not self._phase_end.goes_on:
+            return self._phase_end
         distributed.barrier()
         engine.fire_event(SSLEvents.ON_PHASE_END)
-        state.history.append(phase_record(state))
-        self._skip_epoch_completed = False
+        state.end_phase()
+        return self._phase_end
 
-    def _run_steps(self, phase_idx: int, train: bool, loader: Any) -> None:
-        """The steps of one phase, with ignite's per-step events in train phases."""
+    def _run_steps(self, train: bool, loader: Any) -> PhaseEnd:
+        """The steps of one phase, with ignite's per-step events in train phases;
+        returns how the phase ended. A phase that goes on drops its data iterator; a
+        stop leaves it to :meth:`_release_data`, which shuts its workers down."""
         engine, state = self.engine, self.state
         self._iterator = iter(loader)
         clock = time.perf_counter
+        ended = PhaseEnd.COMPLETED
         while True:
             started = clock()
             if train and state.batches < state.phase_length:
@@ -465,34 +476,23 @@ class SSLTrainer:
             state.output = None
             if train:
                 engine.fire_event(Events.GET_BATCH_COMPLETED)
-                state.iteration += 1
-            state.local_iteration_num += 1
+            state.begin_step()
             if train:
                 engine.fire_event(Events.ITERATION_STARTED)
-            state.output = self.train_step(engine, state.batch)
-            state.batches += 1
-            finished = clock()
-            state.batch_time.append(finished - started)
-            state.data_time.append(fetched - started)
+            output = self.train_step(engine, state.batch)
+            state.end_step(output, batch_time=clock() - started, data_time=fetched - started)
             if train:
                 engine.fire_event(Events.ITERATION_COMPLETED)
             stops = agreed_stops(engine)
             engine.fire_event(SSLEvents.ON_STEP)
-            if stops.preempt:
-                raise PreemptedError(
-                    f"stopped by {state.stop_requested} in "
-                    f"{phase_label(phase_idx, len(state.phases))} after step "
-                    f"{state.batches} (train iteration {state.iteration}); run the same "
-                    "command again to resume"
-                )
-            # A stop asked during on_step is agreed across ranks at the next step; one
-            # process honours it at once.
-            alone = state.world_size == 1
-            self._stop_if_asked(stops.terminate or (alone and bool(engine.should_terminate)))
-            if stops.terminate_epoch or (alone and engine.should_terminate_single_epoch):
-                self._end_phase_early()
+            ended = self._boundary(stops, after_step=True) or PhaseEnd.COMPLETED
+            if ended is not PhaseEnd.COMPLETED:
                 break
-        self._iterator = None
+        if ended in (PhaseEnd.ENDED_EARLY, PhaseEnd.ENDED_EARLY_QUIETLY):
+            self._end_phase_early()
+        if ended.goes_on:
+            self._iterator = None
+        return ended
 
     def _finish_views(self, batch: Any) -> Any:
         """The batch with its color augmentations done on the training device when
@@ -506,7 +506,6 @@ class SSLTrainer:
     def _end_phase_early(self) -> None:
         """Honour ``terminate_epoch()``: the phase ends after this step."""
         engine, state = self.engine, self.state
-        self._skip_epoch_completed = engine.should_terminate_single_epoch == "skip_epoch_completed"
         engine.should_terminate_single_epoch = False
         logger.info(
             "%s ended early by terminate_epoch() after %d of %d steps",
@@ -518,10 +517,12 @@ class SSLTrainer:
 
     def _fire_epoch_completed(self, engine: Engine) -> None:
         """ignite's ``EPOCH_COMPLETED`` at the end of a train phase, inside
-        ``on_phase_end`` after the meter sync; ``last_event_name`` is kept for the
-        ``on_phase_end`` handlers after it."""
+        ``on_phase_end`` after the meter sync, so that ignite's handlers see the synced
+        meters and hookbus's reports see what ignite's metrics computed; not after
+        ``terminate_epoch(skip_epoch_completed=True)``. ``last_event_name`` is kept for
+        the ``on_phase_end`` handlers after it."""
         state = self.state
-        if not state.train or self._skip_epoch_completed:
+        if not state.train or self._phase_end is PhaseEnd.ENDED_EARLY_QUIETLY:
             return
         state.times[Events.EPOCH_COMPLETED.name] = time.perf_counter() - self._phase_started
         outer = engine.last_event_name
@@ -550,9 +551,7 @@ class SSLTrainer:
         shutdown = getattr(iterator, "_shutdown_workers", None)
         if shutdown is not None:
             shutdown()
-        self.state.data_loaders = {}
-        self.state.last_batch = None
-        self.state.dataloader = None
+        self.state.release_data()
 
 
 def stop_line(state: RunState) -> str:
@@ -582,18 +581,6 @@ def _check_hooks(hooks: Sequence[Any]) -> None:
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"hook names must be unique; repeated: {duplicates}")
-
-
-def _reset_counters(state: RunState) -> None:
-    """Put the run's counters and records back to those of a fresh start (the newest
-    checkpoint, if any, is restored over them)."""
-    state.phase_idx = state.train_phase_idx = -1
-    state.iteration = state.local_iteration_num = state.updates = state.batches = 0
-    state.epoch = 0
-    state.loss_sum = state.stopped_by = state.resumed_from = state.output = None
-    state.history = []
-    state.summary = {}
-    state.metrics = {}
 
 
 def _lr_finder(engine: Engine) -> FastaiLRFinder | None:

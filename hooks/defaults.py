@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from collections.abc import Callable
+
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.hook import Hook
+from hookbus.engine.methods import method_of
 from hookbus.engine.registry import UnknownNameError
+from hookbus.hooks import methods as method_hook_modules
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.cuda_cache import CudaCacheHook
 from hookbus.hooks.evaluation_report import EvaluationReportHook
 from hookbus.hooks.log import LogHook
 from hookbus.hooks.meter_sync import MeterSyncHook
-from hookbus.hooks.methods.dino_centering import DinoCenteringHook
-from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
-from hookbus.hooks.methods.key_queue import KeyQueueHook
-from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
-from hookbus.hooks.methods.nnclr_support import NnclrSupportHook
-from hookbus.hooks.methods.patch_centering import PatchCenteringHook
-from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
-from hookbus.hooks.methods.swav_queue import SwavQueueHook
 from hookbus.hooks.metrics_json import MetricsJsonHook
 from hookbus.hooks.mlflow_tracker import MlflowHook
 from hookbus.hooks.nan_check import NanCheckHook
@@ -30,46 +28,60 @@ from hookbus.hooks.tensorboard import TensorBoardHook
 from hookbus.hooks.timing import TimingHook
 from hookbus.hooks.wandb_tracker import WandbHook
 
+for _module in pkgutil.iter_modules(method_hook_modules.__path__):
+    # The SSL methods' hooks register themselves; the method entries name them.
+    importlib.import_module(f"{method_hook_modules.__name__}.{_module.name}")
+
+
+OPTIONAL_HOOKS: tuple[tuple[str, Callable[[Config], Hook]], ...] = (
+    ("hooks.nan_check.enabled", NanCheckHook.from_config),
+    ("hooks.log.enabled", LogHook.from_config),
+    ("hooks.progress_bar.enabled", ProgressBarHook.from_config),
+    ("hooks.metrics_json.enabled", MetricsJsonHook.from_config),
+    ("hooks.tensorboard.enabled", TensorBoardHook.from_config),
+    ("hooks.summary_plot.enabled", SummaryPlotHook.from_config),
+    ("model.cuda_cache.clear_cuda_cache", CudaCacheHook.from_config),
+    ("hooks.evaluation_report.enabled", EvaluationReportHook.from_config),
+    ("hooks.online_probe.enabled", OnlineProbeHook.from_config),
+    ("hooks.wandb.enabled", WandbHook.from_config),
+    ("hooks.mlflow.enabled", MlflowHook.from_config),
+)
+"""The standard hooks a config turns on, in attach order: each with the key that turns it
+on, and how it is built from the config (its ``from_config``)."""
+
 
 def default_hooks(cfg: Config) -> list[Hook]:
     """The hooks a run of ``cfg`` uses when none are given, in attach order.
 
     Always: timing, meter sync, checkpoint; the hooks of the method that ``loss.name``
-    selects (:func:`method_hooks`). Each of log, progress bar, metrics.json,
-    TensorBoard, summary plot and NaN check when its ``hooks.<name>.enabled``; CUDA cache clearing
-    when ``model.cuda_cache.clear_cuda_cache``; the evaluation report when
-    ``hooks.evaluation_report.enabled``; the online linear probe when
-    ``hooks.online_probe.enabled``; the W&B and MLflow trackers when
-    ``hooks.wandb.enabled`` and ``hooks.mlflow.enabled`` (a ConfigError naming the extra
-    to install when their package is missing); then every ``hooks.extra`` entry, built by name
-    with its ``params``.
+    selects (:func:`method_hooks`). Each of :data:`OPTIONAL_HOOKS` whose key is on: log,
+    progress bar, metrics.json, TensorBoard, summary plot and NaN check when their
+    ``hooks.<name>.enabled``; CUDA cache clearing when ``model.cuda_cache.clear_cuda_cache``;
+    the evaluation report, the online linear probe, the W&B and MLflow trackers when their
+    ``hooks.<name>.enabled`` (a ConfigError naming the extra to install when a tracker's
+    package is missing); then every ``hooks.extra`` entry, built by name with its
+    ``params``.
     """
-    section = cfg.hooks
     hooks: list[Hook] = [TimingHook.from_config(cfg), MeterSyncHook(), *method_hooks(cfg)]
-    if section.nan_check.enabled:
-        hooks.append(NanCheckHook.from_config(cfg))
-    if section.log.enabled:
-        hooks.append(LogHook.from_config(cfg))
-    if section.progress_bar.enabled:
-        hooks.append(ProgressBarHook.from_config(cfg))
-    if section.metrics_json.enabled:
-        hooks.append(MetricsJsonHook.from_config(cfg))
-    if section.tensorboard.enabled:
-        hooks.append(TensorBoardHook.from_config(cfg))
-    if section.summary_plot.enabled:
-        hooks.append(SummaryPlotHook.from_config(cfg))
-    if cfg.model.cuda_cache.clear_cuda_cache:
-        hooks.append(CudaCacheHook.from_config(cfg))
-    if section.evaluation_report.enabled:
-        hooks.append(EvaluationReportHook.from_config(cfg))
-    if section.online_probe.enabled:
-        hooks.append(OnlineProbeHook.from_config(cfg))
-    if section.wandb.enabled:
-        hooks.append(WandbHook.from_config(cfg))
-    if section.mlflow.enabled:
-        hooks.append(MlflowHook.from_config(cfg))
+    hooks += [build(cfg) for key, build in OPTIONAL_HOOKS if _is_on(cfg, key)]
     hooks.append(CheckpointHook.from_config(cfg))
-    for index, extra in enumerate(section.extra):
+    hooks += extra_hooks(cfg)
+    return hooks
+
+
+def _is_on(cfg: Config, key: str) -> bool:
+    """The boolean at the dotted ``key`` of ``cfg``."""
+    value: object = cfg
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value is True
+
+
+def extra_hooks(cfg: Config) -> list[Hook]:
+    """The hooks of ``hooks.extra``, each built by its registered name with its
+    ``params``; a ConfigError names the entry whose name or params are wrong."""
+    hooks: list[Hook] = []
+    for index, extra in enumerate(cfg.hooks.extra):
         try:
             hook_class = HOOKS.get(extra.name)
         except UnknownNameError as exc:
@@ -82,59 +94,15 @@ def default_hooks(cfg: Config) -> list[Hook]:
 
 
 def method_hooks(cfg: Config) -> list[Hook]:
-    """The hooks of the SSL method that ``loss.name`` selects.
-
-    ==================  ============================================================
-    ``loss.name``       hooks
-    ==================  ============================================================
-    ``nt_xent``         none (SimCLR is its loss)
-    ``moco``            momentum_teacher (key encoder), key_queue
-    ``moco_v3``         momentum_teacher (momentum encoder: backbone and projector)
-    ``byol``            momentum_teacher (target network)
-    ``swav``            prototype_normalization, freeze_prototypes; swav_queue when
-                        ``loss.swav.queue_size`` > 0
-    ``dino``            momentum_teacher (teacher, on the global views),
-                        dino_centering, freeze_prototypes (last layer)
-    ``dinov2``          momentum_teacher (teacher, on the whole global views),
-                        dino_centering (the teacher temperature; a center only with
-                        ``loss.dinov2.centering`` centering), patch_centering (that
-                        centering only), freeze_prototypes (last layers)
-    ``ibot``            momentum_teacher, dino_centering, patch_centering,
-                        freeze_prototypes (the masks come from torch's generator)
-    ``barlow_twins``    none
-    ``vicreg``          none
-    ``simsiam``         none (no momentum encoder)
-    ``nnclr``           nnclr_support (the support set of nearest neighbours)
-    ``mae``             none (the masks come from torch's generator, checkpointed)
-    ==================  ============================================================
-    """
-    name = cfg.loss.name
-    if name == "moco":
-        return [MomentumTeacherHook.from_config(cfg), KeyQueueHook.from_config(cfg)]
-    if name in ("byol", "moco_v3"):
-        return [MomentumTeacherHook.from_config(cfg)]
-    if name == "swav":
-        hooks: list[Hook] = [
-            PrototypeNormalizationHook.from_config(cfg),
-            FreezePrototypesHook.from_config(cfg),
-        ]
-        if cfg.loss.swav.queue_size:
-            hooks.append(SwavQueueHook.from_config(cfg))
-        return hooks
-    if name == "nnclr":
-        return [NnclrSupportHook.from_config(cfg)]
-    if name == "dino":
-        return [
-            MomentumTeacherHook.from_config(cfg),
-            DinoCenteringHook.from_config(cfg),
-            FreezePrototypesHook.from_config(cfg),
-        ]
-    if name in ("dinov2", "ibot"):
-        centered = name == "ibot" or cfg.loss.dinov2.centering == "centering"
-        return [
-            MomentumTeacherHook.from_config(cfg),
-            DinoCenteringHook.from_config(cfg),
-            *([PatchCenteringHook.from_config(cfg)] if centered else []),
-            FreezePrototypesHook.from_config(cfg),
-        ]
-    return []
+    """The hooks of the SSL method that ``loss.name`` selects, as its entry
+    (``hookbus.methods``) declares them: each registered hook built with the parameters the
+    entry reads from ``cfg``, when its condition holds. A loss without an entry has none.
+    The methods table of docs/methods.md lists them."""
+    spec = method_of(cfg.loss.name)
+    if spec is None:
+        return []
+    return [
+        HOOKS.get(use.name)(**use.params(cfg))
+        for use in spec.hooks
+        if use.when is None or use.when(cfg)
+    ]

@@ -16,7 +16,6 @@ from hookbus.engine.hook import Hook, rank_zero_only
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_files import open_append
 from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import phase_record
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -78,7 +77,7 @@ class MetricsJsonHook(Hook):
     @rank_zero_only
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
-        record = phase_record(state)
+        record = state.phase_record()
         path = Path(state.run_dir) / METRICS_FILE
         with writing(path, RESUME_HINT), open_append(state.run_dir, path) as file:
             file.write(json.dumps(record) + "\n")

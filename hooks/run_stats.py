@@ -18,23 +18,6 @@ def recent_batch_time(state: Any, steps: int) -> float:
     return sum(recent) / len(recent) if recent else 0.0
 
 
-def phase_record(state: Any) -> dict[str, Any]:
-    """The phase's summary as ``metrics.json`` and the curves keep it: phase index and
-    name, train flag, train phase index, iteration, mean loss, and every metric.
-
-    Reads ``state.phase_loss`` (one device sync per phase, shared by every reader).
-    """
-    return {
-        "phase_idx": state.phase_idx,
-        "phase": state.phase_name,
-        "train": state.train,
-        "train_phase_idx": state.train_phase_idx,
-        "iteration": state.iteration,
-        "loss": state.phase_loss,
-        **state.metrics,
-    }
-
-
 def phase_scalars(state: Any) -> dict[str, float]:
     """The scalars the trackers record at a phase end: ``<phase>/loss_epoch`` (the mean
     loss, when the phase had a batch) and ``<phase>/<metric>`` for each meter value."""

@@ -20,7 +20,6 @@ from hookbus.hooks.plot import (
     write_plot,
 )
 from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import phase_record
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -100,7 +99,7 @@ class SummaryPlotHook(Hook):
     @rank_zero_only
     def on_phase_end(self, engine: Engine) -> None:
         state = engine.state
-        self.curves.add_phase(phase_record(state))
+        self.curves.add_phase(state.phase_record())
         run_dir = Path(state.run_dir)
         with writing(run_dir / CURVES_FILE, RESUME_HINT):
             write_curves(self.curves, run_dir)

@@ -102,8 +102,7 @@ def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
 
         with autocast:
             loss = state.loss_fn(output, batch)
-        state.loss = all_reduce_mean(loss.detach())
-        state.loss_sum = state.loss if state.loss_sum is None else state.loss_sum + state.loss
+        state.add_loss(all_reduce_mean(loss.detach()))
         for meter in state.meters:
             meter.update(output, batch)
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
@@ -137,6 +136,6 @@ def standard_train_step(engine: Engine, batch: Any) -> torch.Tensor:
             state.scaler.update()
         else:
             optimizer.step()
-        state.updates += 1
+        state.count_update()
         engine.fire_event(SSLEvents.ON_UPDATE)
     return state.loss

@@ -6,7 +6,7 @@ schema: for every key, values that its type can never take (text for a number, a
 for a flag, NaN, infinity, 10**30, lists and mappings for scalars...), plus an unknown
 key in every section. :data:`FILES` are recipe files that are not recipes. Every one of
 them must be refused with exit status 2 and one line naming the key or the file.
-tests/test_bad_input_table.py runs the named cases and a sample of the others;
+tests/runner/test_bad_input_table.py runs the named cases and a sample of the others;
 benchmarks/bad_inputs.py runs them all and prints the table docs/reliability.md shows.
 """
 

@@ -1,6 +1,6 @@
 """Kill a real ``hookbus train`` with SIGKILL at random moments, resume, compare.
 
-Used by tests/test_kill_resume.py (a few kills) and benchmarks/kill_resume.py (many).
+Used by tests/integration/test_kill_resume.py (a few kills) and benchmarks/kill_resume.py (many).
 The run is a tiny recipe with a checkpoint after every train iteration, so kills land
 between steps, inside steps and inside checkpoint writes alike.
 """

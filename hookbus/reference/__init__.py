@@ -1,7 +1,7 @@
 """Reference pages generated from the code, so that the docs never repeat it by hand.
 
 ``python -m hookbus.reference`` (``make docs-reference``) writes every page of
-:data:`REFERENCE_PAGES`; ``tests/test_reference.py`` fails when a page and the code
+:data:`REFERENCE_PAGES`; ``tests/runner/test_reference.py`` fails when a page and the code
 differ, and when a config key, event or hook is undocumented.
 """
 

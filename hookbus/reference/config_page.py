@@ -36,8 +36,8 @@ def config_reference_markdown() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Generated from `engine/config.py` by `make docs-reference`; a test fails when this",
-        "page and the code differ. Every key has a default; a recipe sets what differs.",
+        "Generated from `engine/config/` by `make docs-reference`; a test fails when this page",
+        "and the code differ. Every key has a default; a recipe sets what differs.",
         "Unknown keys are errors. Override any key on the command line as `section.key=value`.",
         "`hookbus schema` prints the same schema as JSON Schema, for editors",
         "([Editor support](guides/editor-support.md)).",
@@ -58,9 +58,13 @@ def _type_name(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) or str(annotation)
     text = str(annotation) if text in {"Literal", "list", "tuple", "dict"} else text
     text = _ANNOTATED.sub(_bounds, text)
+    text = _SECTION_MODULE.sub("hookbus.engine.config.", text)
     return text.replace("typing.", "").replace("pathlib.", "").replace("|", "or")
 
 
+_SECTION_MODULE = re.compile(r"hookbus\.engine\.config\.\w+\.")
+"""A section's module in ``engine/config/``: its name is shown from ``hookbus.engine.config``,
+which exports every section."""
 _ANNOTATED = re.compile(r"Annotated\[(\w+), FieldInfo\(.*?metadata=\[(.*?)\]\)\]")
 _BOUND = re.compile(r"(Ge|Gt|Le|Lt)\((?:ge|gt|le|lt)=([^)]+)\)")
 _SIGNS = {"Ge": ">=", "Gt": ">", "Le": "<=", "Lt": "<"}

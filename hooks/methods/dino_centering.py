@@ -61,15 +61,13 @@ class DinoCenteringHook(Hook):
 
     @classmethod
     def from_config(cls, cfg: Config) -> DinoCenteringHook:
-        """From ``loss.dino``; no center for DINOv2 with Sinkhorn-Knopp targets
-        (``loss.dinov2.centering``)."""
+        """From ``loss.dino``."""
         dino = cfg.loss.dino
         return cls(
             center_momentum=dino.center_momentum,
             teacher_temperature=dino.teacher_temperature,
             warmup_teacher_temperature=dino.warmup_teacher_temperature,
             warmup_epochs=dino.warmup_teacher_epochs,
-            centering=cfg.loss.name != "dinov2" or cfg.loss.dinov2.centering == "centering",
         )
 
     def temperature(self, epoch: int) -> float:

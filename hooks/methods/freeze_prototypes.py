@@ -40,9 +40,9 @@ class FreezePrototypesHook(Hook):
 
     @classmethod
     def from_config(cls, cfg: Config) -> FreezePrototypesHook:
-        """SwAV: ``loss.swav.freeze_prototypes_iterations``; DINO, DINOv2 and iBOT:
+        """SwAV: ``loss.swav.freeze_prototypes_iterations``; DINO:
         ``loss.dino.freeze_last_layer_epochs``."""
-        if cfg.loss.name in ("dino", "dinov2", "ibot"):
+        if cfg.loss.name == "dino":
             return cls(epochs=cfg.loss.dino.freeze_last_layer_epochs)
         return cls(iterations=cfg.loss.swav.freeze_prototypes_iterations)
 

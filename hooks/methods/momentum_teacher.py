@@ -24,9 +24,6 @@ TEACHER_INPUTS = ("patch_masks",)
 """Outputs of the student passed to the teacher in its batch: iBOT's and DINOv2's masks,
 which say where the teacher's patch targets are (the teacher sees the views whole)."""
 
-DINO_SECTION = ("dino", "dinov2", "ibot")
-"""The methods whose teacher is set by ``loss.dino``."""
-
 
 def cosine_momentum(iteration: int, total: int, start: float, final: float) -> float:
     """EMA momentum at train step ``iteration`` of ``total``: ``start`` at step 0,
@@ -93,14 +90,13 @@ class MomentumTeacherHook(Hook):
     @classmethod
     def from_config(cls, cfg: Config) -> MomentumTeacherHook:
         """The teacher of ``loss.name`` moco, moco_v3, byol or dino, from that loss's section
-        (``loss.dino`` for dinov2 and ibot too)
         (shuffle-BN from ``loss.moco.shuffle_bn``, seeded by ``trainer.seed``)."""
         name = cfg.loss.name
-        section = cfg.loss.dino if name in DINO_SECTION else getattr(cfg.loss, name)
+        section = getattr(cfg.loss, name)
         return cls(
             momentum=section.momentum,
             final_momentum=section.final_momentum,
-            views=cfg.loss.dino.global_views if name in DINO_SECTION else None,
+            views=cfg.loss.dino.global_views if name == "dino" else None,
             shuffle_bn=name == "moco" and cfg.loss.moco.shuffle_bn,
             shuffle_seed=cfg.trainer.seed,
         )

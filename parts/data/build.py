@@ -134,16 +134,19 @@ def build_data_loaders(
     train_set, test_set = datasets or DATASETS.get(cfg.data.name)(cfg.data)
     seed = cfg.trainer.seed
     train_collate, test_collate, memory_collate = collates(cfg)
+    order = {"shuffle": True, "seed": seed, "rank": rank, "world_size": world_size}
+    order["drop_last"] = cfg.data.drop_last
+    # A data set with its own train order (shards: the streaming library's) gives its sampler.
+    own_sampler = getattr(train_set, "train_sampler", None)
     train = _loader(
         cfg,
         train_set,
-        PhaseSampler(
-            len(train_set),
-            shuffle=True,
-            seed=seed,
-            rank=rank,
-            world_size=world_size,
-            drop_last=cfg.data.drop_last,
+        PhaseSampler(len(train_set), **order)
+        if own_sampler is None
+        else own_sampler(
+            **order,
+            batch_size=cfg.data.batch_size,
+            canonical_nodes=cfg.data.shards.canonical_nodes,
         ),
         train_collate,
         cfg.data.batch_size,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 
 import torch
@@ -77,3 +78,35 @@ def build_image_folder(cfg: DataConfig) -> tuple[Dataset, Dataset]:
         return train, train
     classes = train.classes or None
     return train, ImageFolderDataset(folder.test_dir, classes=classes, decode=decode)
+
+
+SHARDS_EXTRA = "pip install 'hookbus[shards]'"
+
+
+def require_streaming(what: str) -> None:
+    """Refuse ``what`` with a :class:`ConfigError` naming the extra when the streaming
+    library (MosaicML ``streaming``, the optional extra ``shards``) is not installed."""
+    if importlib.util.find_spec("streaming") is None:
+        raise ConfigError(
+            f"{what} needs the streaming library, the optional extra shards: {SHARDS_EXTRA}"
+        )
+
+
+@DATASETS.register("shards")
+def build_shards(cfg: DataConfig) -> tuple[Dataset, Dataset]:
+    """:class:`~hookbus.parts.data.shards.ShardDataset` of ``data.shards.path`` (a folder
+    written by ``hookbus shard``, or an s3:// URL of one) and ``test_path`` (the train
+    shards again when unset), decoded as the image-file pipelines take them."""
+    require_streaming("data.name shards")
+    if cfg.pipeline == "batch":
+        raise ConfigError(
+            "data.name shards needs data.pipeline: crop_first or torchvision (its images "
+            "differ in size, so each is cropped on its own)"
+        )
+    shards = cfg.shards
+    if shards.path is None:
+        raise ConfigError("data.shards.path: data.name shards needs the shards' folder or URL")
+    # Loaded here, not at the top: the streaming library is an optional extra.
+    from hookbus.parts.data.shards import build_shards as build
+
+    return build(shards.path, shards.test_path, shards.cache_dir)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from torch import nn
 
 from hookbus.engine.config import Config, LossConfig
+from hookbus.engine.methods import METHODS, SHARED_PARTS
 from hookbus.engine.registry import Registry
 from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
 from hookbus.parts.losses.byol import ByolLoss
@@ -25,7 +26,7 @@ from hookbus.parts.losses.vicreg import VicregLoss
 LossBuilder = Callable[[LossConfig], nn.Module]
 """A loss builder: ``(cfg.loss) -> loss module``."""
 
-MODEL_PARTS = ("predictor", "prototypes")
+MODEL_PARTS = tuple(SHARED_PARTS)
 """The optional parts of the SSL model, each read by some losses only: the predictor's
 ``predictions`` and the prototypes' ``scores``."""
 
@@ -38,44 +39,51 @@ other parts refused when a config sets them (``model.predictor.dims``,
 ``model.prototypes.count``)."""
 
 
-@LOSSES.register("nt_xent", ())
+def register_method_loss(name: str) -> Callable[[LossBuilder], LossBuilder]:
+    """Decorator registering the loss of the SSL method ``name``, which reads the model
+    parts that the method's entry (``hookbus.methods``) states."""
+    parts = METHODS.get(name).parts
+    return LOSSES.register(name, [part for part in parts if part in MODEL_PARTS])
+
+
+@register_method_loss("nt_xent")
 def build_nt_xent(cfg: LossConfig) -> NTXentLoss:
     """:class:`NTXentLoss` (SimCLR) at ``loss.temperature``."""
     return NTXentLoss(cfg.temperature)
 
 
-@LOSSES.register("moco", ())
+@register_method_loss("moco")
 def build_moco(cfg: LossConfig) -> MocoLoss:
     """:class:`MocoLoss` at ``loss.moco.temperature``."""
     return MocoLoss(cfg.moco.temperature)
 
 
-@LOSSES.register("moco_v3", ("predictor",))
+@register_method_loss("moco_v3")
 def build_moco_v3(cfg: LossConfig) -> MocoV3Loss:
     """:class:`MocoV3Loss` at ``loss.moco_v3.temperature``."""
     return MocoV3Loss(cfg.moco_v3.temperature)
 
 
-@LOSSES.register("byol", ("predictor",))
+@register_method_loss("byol")
 def build_byol(cfg: LossConfig) -> ByolLoss:
     """:class:`ByolLoss` (no settings)."""
     return ByolLoss()
 
 
-@LOSSES.register("swav", ("prototypes",))
+@register_method_loss("swav")
 def build_swav(cfg: LossConfig) -> SwavLoss:
     """:class:`SwavLoss` from ``loss.swav``."""
     swav = cfg.swav
     return SwavLoss(swav.temperature, swav.epsilon, swav.sinkhorn_iterations, swav.assign_views)
 
 
-@LOSSES.register("dino", ("prototypes",))
+@register_method_loss("dino")
 def build_dino(cfg: LossConfig) -> DinoLoss:
     """:class:`DinoLoss` at ``loss.dino.student_temperature``."""
     return DinoLoss(cfg.dino.student_temperature)
 
 
-@LOSSES.register("dinov2", ("prototypes",))
+@register_method_loss("dinov2")
 def build_dinov2(cfg: LossConfig) -> MaskedDistillationLoss:
     """:class:`MaskedDistillationLoss` of DINOv2: ``loss.dino.student_temperature``,
     ``loss.ibot.loss_weight``, ``loss.dinov2`` (centering, Sinkhorn-Knopp iterations,
@@ -89,7 +97,7 @@ def build_dinov2(cfg: LossConfig) -> MaskedDistillationLoss:
     )
 
 
-@LOSSES.register("ibot", ("prototypes",))
+@register_method_loss("ibot")
 def build_ibot(cfg: LossConfig) -> MaskedDistillationLoss:
     """:class:`MaskedDistillationLoss` of iBOT: running centers, no KoLeo;
     ``loss.dino.student_temperature``, ``loss.ibot.loss_weight``."""
@@ -101,32 +109,32 @@ def build_ibot(cfg: LossConfig) -> MaskedDistillationLoss:
     )
 
 
-@LOSSES.register("barlow_twins", ())
+@register_method_loss("barlow_twins")
 def build_barlow_twins(cfg: LossConfig) -> BarlowTwinsLoss:
     """:class:`BarlowTwinsLoss` from ``loss.barlow_twins``."""
     return BarlowTwinsLoss(cfg.barlow_twins.lambd, cfg.barlow_twins.eps)
 
 
-@LOSSES.register("vicreg", ())
+@register_method_loss("vicreg")
 def build_vicreg(cfg: LossConfig) -> VicregLoss:
     """:class:`VicregLoss` from ``loss.vicreg``."""
     vicreg = cfg.vicreg
     return VicregLoss(vicreg.sim_coeff, vicreg.std_coeff, vicreg.cov_coeff)
 
 
-@LOSSES.register("simsiam", ("predictor",))
+@register_method_loss("simsiam")
 def build_simsiam(cfg: LossConfig) -> SimsiamLoss:
     """:class:`SimsiamLoss` (no settings)."""
     return SimsiamLoss()
 
 
-@LOSSES.register("nnclr", ("predictor",))
+@register_method_loss("nnclr")
 def build_nnclr(cfg: LossConfig) -> NnclrLoss:
     """:class:`NnclrLoss` at ``loss.nnclr.temperature``."""
     return NnclrLoss(cfg.nnclr.temperature)
 
 
-@LOSSES.register("mae", ())
+@register_method_loss("mae")
 def build_mae(cfg: LossConfig) -> MaeLoss:
     """:class:`MaeLoss` with ``loss.mae.norm_pix_loss`` (the mask ratio is the model's)."""
     return MaeLoss(cfg.mae.norm_pix_loss)

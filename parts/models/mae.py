@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 from torchvision.models.vision_transformer import EncoderBlock
 
-from hookbus.engine.config import Config, MaeDecoderConfig
+from hookbus.engine.config import Config
 from hookbus.parts.models.drop_path import global_batch_noise
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.vit import ViTBackbone, sincos_position_embedding
@@ -186,7 +186,7 @@ def build_masked_autoencoder(cfg: Config, backbone: nn.Module, name: str) -> Mas
         )
     side = backbone.image_size // backbone.patch_size
     kept_patches(side * side, cfg.loss.mae.mask_ratio)
-    decoder_cfg: MaeDecoderConfig = cfg.model.mae_decoder
+    decoder_cfg = cfg.model.mae_decoder
     channels = backbone.conv_proj.in_channels
     decoder = MaeDecoder(
         backbone.out_dim,

@@ -1,0 +1,93 @@
+"""MAE: reconstruct the pixels of randomly masked patches from the visible ones."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field, model_validator
+
+from hookbus.engine.methods import MethodSpec, ModelSection, Views, register_method
+from hookbus.engine.section import Section
+
+if TYPE_CHECKING:
+    from hookbus.engine.config import Config
+
+
+class MaeConfig(Section):
+    """MAE: reconstruct the pixels of randomly masked patches from the visible ones."""
+
+    mask_ratio: float = Field(
+        0.75, gt=0, lt=1, description="fraction of each image's patches masked (not encoded)"
+    )
+    norm_pix_loss: bool = Field(
+        True,
+        description="regress each patch's pixels normalised by their own mean and standard "
+        "deviation, not the raw pixels",
+    )
+
+
+class MaeDecoderConfig(Section):
+    """MAE's light decoder: transformer blocks from the encoded visible patches and mask
+    tokens to the pixels of every patch (built only when ``loss.name`` is ``mae``)."""
+
+    width: int = Field(
+        512, ge=4, le=8192, description="token width of the decoder (a multiple of 4 and of heads)"
+    )
+    depth: int = Field(8, ge=1, le=64, description="transformer blocks of the decoder")
+    heads: int = Field(16, ge=1, le=128, description="attention heads of the decoder")
+    mlp_dim: int | None = Field(
+        None, ge=1, le=32_768, description="hidden size of each block's MLP; None: 4 x width"
+    )
+
+    @model_validator(mode="after")
+    def _width_fits(self) -> MaeDecoderConfig:
+        if self.width % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
+        if self.width % 4:
+            raise ValueError(
+                f"width ({self.width}) must be a multiple of 4: the fixed 2-D sine-cosine "
+                "position embedding gives each axis a sine and a cosine half"
+            )
+        return self
+
+
+def check_mae(cfg: Config) -> None:
+    """MAE encodes the visible patches with a ViT and has no projection head, predictor or
+    prototypes (its one view is checked by the shared rule)."""
+    model = cfg.model
+    name = model.backbone.name
+    if not name.startswith("vit_") and not cfg.from_python.backbone:
+        raise ValueError(
+            "loss.name mae masks the patches of a Vision Transformer: model.backbone.name "
+            f"must be vit_tiny, vit_s16 or vit_b16 (got {name})"
+        )
+    if model.predictor.dims or model.prototypes.count:
+        raise ValueError(
+            "loss.name mae has a decoder (model.mae_decoder), no predictor or prototypes: "
+            "set model.predictor.dims=[] and model.prototypes.count=0"
+        )
+    head = model.head.changed_keys()
+    if head:
+        raise ValueError(
+            f"model.head.{head[0]}: loss.name mae has a decoder (model.mae_decoder), no "
+            "projection head, so model.head is not used; remove it"
+        )
+
+
+MAE = register_method(
+    MethodSpec(
+        name="mae",
+        title="MAE",
+        parts=("decoder",),
+        views=Views(1, 1, small_views=False, reason="reconstructs one masked view of each image"),
+        section=MaeConfig,
+        model_section=ModelSection(
+            key="mae_decoder",
+            part="decoder",
+            section=MaeDecoderConfig,
+            description="loss.name mae: the decoder's sizes",
+        ),
+        check=check_mae,
+        order=100,
+    )
+)

@@ -1,0 +1,51 @@
+"""MoCo v2: a momentum key encoder and a queue of its keys as the negatives."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from hookbus.engine.methods import MethodHook, MethodSpec, register_method
+from hookbus.engine.section import MomentumSchedule
+
+if TYPE_CHECKING:
+    from hookbus.engine.config import Config
+
+
+class MocoConfig(MomentumSchedule):
+    """MoCo v2: the momentum key encoder and the queue of keys."""
+
+    temperature: float = Field(0.2, ge=1e-3, le=100, description="softmax temperature")
+    queue_size: int = Field(1024, ge=1, le=10**7, description="keys kept as negatives")
+    shuffle_bn: bool = Field(
+        True,
+        description=(
+            "with several ranks, the key encoder's BatchNorm sees a shuffled share of the "
+            "global batch (shuffle-BN), so its statistics do not pair queries with keys"
+        ),
+    )
+
+
+def _teacher(cfg: Config) -> dict[str, Any]:
+    moco: MocoConfig = cfg.loss.moco
+    return {
+        "momentum": moco.momentum,
+        "final_momentum": moco.final_momentum,
+        "shuffle_bn": moco.shuffle_bn,
+        "shuffle_seed": cfg.trainer.seed,
+    }
+
+
+MOCO = register_method(
+    MethodSpec(
+        name="moco",
+        title="MoCo v2",
+        section=MocoConfig,
+        hooks=(
+            MethodHook("momentum_teacher", _teacher, role="key encoder"),
+            MethodHook("key_queue", lambda cfg: {"size": cfg.loss.moco.queue_size}),
+        ),
+        order=10,
+    )
+)

@@ -1,0 +1,1 @@
+"""Tests of the hooks, hooks/ (hookbus.hooks), one file per hook or concern."""

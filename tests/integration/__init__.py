@@ -1,0 +1,1 @@
+"""Whole runs across the floors: subprocesses, torchrun, kills, the wheel, the docs."""

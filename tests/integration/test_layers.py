@@ -1,0 +1,237 @@
+"""The house: one ``hookbus`` namespace, floors that import only downwards.
+
+Floors, lowest first: the kernel (``engine/`` = ``hookbus.engine``), the parts
+(``parts/`` = ``hookbus.parts``), hooks and steps (``hooks/``, ``steps/``), and the
+runner with the public API (``hookbus/``). See docs/concepts.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hookbus
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = {"engine": "hookbus.engine", "parts": "hookbus.parts", "hooks": "hookbus.hooks"}
+FOLDERS |= {"steps": "hookbus.steps", "hookbus": "hookbus"}
+FLOOR = {"hookbus.engine": 0, "hookbus.parts": 1, "hookbus.hooks": 2, "hookbus.steps": 2}
+SHIPPED = {"configs": "hookbus.recipes", "examples": "hookbus.examples"}
+"""Folders installed beside the library, outside its floors: the recipes (YAML as package
+data) and the tutorials' examples, which use the public face like a user's code."""
+TORCHVISION_ON_USE = (
+    "a torchvision-based backbone or image-file pipeline: its module imports torchvision "
+    "(about a second), loaded only when it is named or built, never by a small-CNN run "
+    "on tensors"
+)
+SHARDS_ON_USE = (
+    "the streaming library, the optional extra shards: loaded only by data.name shards "
+    "and hookbus shard, after a check that names the extra when it is missing"
+)
+LAZY_IMPORTS: dict[tuple[str, str], str] = {
+    ("hookbus.cli", "hookbus.commands"): (
+        "the command line loads the commands module (torch, ignite, the trainer: about 5 s) only "
+        "when a command runs in this process, never for --help or the local launcher's parent"
+    ),
+    ("hookbus.commands", "hookbus.embed"): (
+        "hookbus embed's module imports torchvision's transforms (about a second), which "
+        "the other commands of a run on tensors never need"
+    ),
+    ("hookbus.commands", "hookbus.parts.data.datasets"): SHARDS_ON_USE,
+    ("hookbus.commands", "hookbus.shard"): SHARDS_ON_USE,
+    ("hookbus.parts.data.datasets", "hookbus.parts.data.shards"): SHARDS_ON_USE,
+    ("hookbus.hooks.evaluation", "sklearn"): "scikit-learn's probe, only for the report",
+    ("hookbus.hooks.mlflow_tracker", "mlflow"): "about a second, only for runs logging to it",
+    ("hookbus.hooks.plot", "matplotlib"): "only when a figure is drawn",
+    ("hookbus.hooks.wandb_tracker", "wandb"): "about half a second, only for runs logging to it",
+    ("hookbus.parts.data.digits", "sklearn"): "scikit-learn's digits, only for that data set",
+    ("hookbus.parts.data.build", "hookbus.parts.data.crop_collate"): TORCHVISION_ON_USE,
+    ("hookbus.parts.data.build", "hookbus.parts.data.transforms"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.mae"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.masked_distillation"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.resnet"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.torchvision_any"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.vit"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.compiled", "torch"): (
+        "torch._dynamo's backend list (seconds), only when model.compile is on"
+    ),
+    ("hookbus.parts.models.fine_tune", "torchvision"): (
+        "the ViT check of layer decay: fine-tuning a small CNN never loads torchvision"
+    ),
+}
+"""Every import inside a function, ``(module, imported)`` with its reason (never a
+cycle): ``imported`` is a ``hookbus`` module, or the top-level package of another."""
+OLD_IMPORT = re.compile(r"^\s*(?:from|import) (?:engine|hooks|steps)(?:\.\w+)*(?: |$)", re.M)
+
+
+def library_modules() -> dict[str, Path]:
+    """``{dotted module name: file}`` of every module the distribution installs."""
+    modules = {}
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join((package, *parts)).removesuffix(".__init__")
+            modules[name] = path
+    return modules
+
+
+def floor_of(module: str) -> tuple[str, int]:
+    """The floor a module of the distribution stands on: its room and its height."""
+    for room, height in FLOOR.items():
+        if module == room or module.startswith(room + "."):
+            return room, height
+    return "hookbus", 3
+
+
+def _imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, module)`` of every absolute import below ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return found
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every ``hookbus`` import in the file."""
+    imports = _imports(ast.parse(path.read_text()))
+    return [(line, name) for line, name in imports if name.split(".")[0] == "hookbus"]
+
+
+def test_every_library_module_is_in_a_listed_package() -> None:
+    packages = {name for name, path in library_modules().items() if path.name == "__init__.py"}
+    packages |= set(SHIPPED.values())
+    setup = (ROOT / "setup.cfg").read_text()
+    listed = set(re.search(r"packages =\n((?:    .+\n)+)", setup).group(1).split())
+    assert packages == listed
+
+
+@pytest.mark.parametrize("module", sorted(library_modules()))
+def test_a_module_imports_only_its_own_floor_or_those_below(module: str) -> None:
+    room, height = floor_of(module)
+    for line, imported in imported_modules(library_modules()[module]):
+        if imported == "hookbus":
+            pytest.fail(f"{module}:{line} imports the public face `hookbus` from inside")
+        other_room, other_height = floor_of(imported)
+        assert other_height <= height, f"{module}:{line} imports {imported} from a floor above"
+        if height == 2:
+            assert other_room in (room, "hookbus.engine", "hookbus.parts"), (
+                f"{module}:{line}: hooks and steps do not import each other ({imported})"
+            )
+
+
+def function_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, imported)`` of every import inside a function of the file: a ``hookbus``
+    module by its name, another package by its top-level name."""
+    inner = {
+        found
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for found in _imports(node)
+    }
+    return sorted(
+        (line, name if name.startswith("hookbus") else name.split(".")[0]) for line, name in inner
+    )
+
+
+@pytest.mark.parametrize("module", sorted(library_modules()))
+def test_no_import_hides_inside_a_function(module: str) -> None:
+    inner = [
+        f"line {line}: {name}"
+        for line, name in function_imports(library_modules()[module])
+        if (module, name) not in LAZY_IMPORTS
+    ]
+    assert inner == []
+
+
+def test_every_listed_lazy_import_is_still_made() -> None:
+    made = {
+        (module, name)
+        for module, path in library_modules().items()
+        for _, name in function_imports(path)
+    }
+    assert set(LAZY_IMPORTS) <= made, set(LAZY_IMPORTS) - made
+
+
+def test_a_small_cnn_run_and_an_export_load_no_torchvision(tmp_path: Path) -> None:
+    script = f"""
+import sys
+from hookbus.cli import main
+run = {str(tmp_path / "run")!r}
+assert main(["train", "simclr_digits", "data.name=synthetic", "data.synthetic.train_size=32",
+    "data.synthetic.test_size=16", "data.synthetic.channels=1", "data.batch_size=16",
+    "optimizer.num_epochs=1",
+    "optimizer.warmup_epochs=0", "meters.knn.k=3", "hooks.progress_bar.enabled=false",
+    "hooks.evaluation_report.enabled=false", "hooks.summary_plot.enabled=false",
+    "checkpoint.dir=" + run]) == 0
+assert main(["export", run + "/checkpoint.torch", run + "/backbone.pt"]) == 0
+print("torchvision" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_nothing_imports_the_old_top_level_names() -> None:
+    files = [*ROOT.glob("*.md"), *(ROOT / "docs").rglob("*.md")]
+    for folder in (*FOLDERS, "tests", "benchmarks", "examples"):
+        files += (ROOT / folder).rglob("*.py")
+    offenders = [
+        f"{path.relative_to(ROOT)}: {match.group(0).strip()}"
+        for path in files
+        for match in OLD_IMPORT.finditer(path.read_text())
+    ]
+    assert offenders == []
+
+
+def test_importing_the_kernel_loads_neither_torch_models_nor_the_trainer() -> None:
+    script = """
+import importlib, pkgutil, sys
+import hookbus.engine.errors
+assert "torch" not in sys.modules, "the errors module alone needs no torch"
+import hookbus.engine
+for module in pkgutil.iter_modules(hookbus.engine.__path__):
+    importlib.import_module("hookbus.engine." + module.name)
+heavy = ("torchvision", "sklearn", "matplotlib", "hookbus.parts", "hookbus.hooks",
+         "hookbus.steps", "hookbus.trainer")
+print(sorted(name for name in sys.modules if name.startswith(heavy)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_public_api_is_importable_from_hookbus() -> None:
+    from hookbus import (  # noqa: F401  (the import is the test)
+        FakeEngine,
+        Hook,
+        Priority,
+        SSLEvents,
+        SSLTrainer,
+        default_hooks,
+        load_config,
+        register_hook,
+        register_train_step,
+    )
+
+    for name in hookbus.__all__:
+        assert getattr(hookbus, name) is not None
+    assert hookbus.SSLTrainer.__module__ == "hookbus.trainer"
+    with pytest.raises(AttributeError, match="no attribute 'Trainer'"):
+        _ = hookbus.Trainer
+
+
+def test_the_command_line_starts_without_torch() -> None:
+    script = "import sys, hookbus.cli; print('torch' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.strip() == "False"

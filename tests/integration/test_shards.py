@@ -1,0 +1,294 @@
+"""Streamed data shards: ``hookbus shard`` writes them, ``data.name: shards`` trains
+from them, the streaming library's order is deterministic, and resume is exact."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from hookbus import SSLTrainer, load_config
+from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.errors import ConfigError, DataError, PreemptedError, UserError
+from hookbus.parts.data import datasets
+from hookbus.parts.data import shards as shards_module
+from hookbus.parts.data.image_folder import ImageFolderDataset
+from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset, build_shards
+from hookbus.parts.data.shards_sampler import ShardSampler
+from hookbus.shard import write_shards
+from tests.photos import CLASSES, make_photo_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "configs" / "simclr_imagefolder_resnet18_small.yaml"
+SMALL = (
+    "data.name=shards",
+    "data.image_size=16",
+    "data.batch_size=4",
+    "data.test_batch_size=32",
+    "data.num_workers=0",
+    "model.backbone.name=small_cnn",
+    "model.backbone.width=4",
+    "model.head.dims=[16,16,8]",
+    "meters.knn.enabled=false",
+    "optimizer.num_epochs=2",
+    "optimizer.warmup_epochs=0",
+    "trainer.test_every_num_epochs=2",
+    "checkpoint.iter_frequency=1",
+    "machine.num_threads=1",
+    "hooks.progress_bar.enabled=false",
+    "hooks.summary_plot.enabled=false",
+    "hooks.tensorboard.enabled=false",
+    "hooks.evaluation_report.enabled=false",
+)
+"""SimCLR on 16 px views of 12 photos: 3 steps of 4 a train phase, 2 phases."""
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_photo_folder(tmp_path_factory.mktemp("photos"), per_class=6, size=20)
+
+
+@pytest.fixture(scope="module")
+def shards(photos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The train photos written as shards of at most 4 KiB (several shards)."""
+    out = tmp_path_factory.mktemp("shards") / "train"
+    write_shards(photos / "train", out, shard_bytes=4096)
+    return out
+
+
+def test_shards_hold_the_folders_images_labels_and_class_names(photos: Path, shards: Path) -> None:
+    folder = ImageFolderDataset(photos / "train")
+    streamed = ShardDataset(str(shards), None)
+    assert len(streamed) == len(folder) == 12
+    assert len(streamed.shard_sizes) > 1
+    assert streamed.classes == folder.classes == sorted(CLASSES)
+    assert json.loads((shards / CLASSES_FILE).read_text()) == {"classes": sorted(CLASSES)}
+    for index in range(len(folder)):
+        image, label, position = streamed[index]
+        expected, expected_label, _ = folder[index]
+        assert (label, position) == (expected_label, index)
+        assert torch.equal(image, expected)
+
+
+def test_shard_refuses_an_existing_output_and_a_file_that_is_no_image(
+    photos: Path, shards: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(UserError, match="already exists and is not an empty folder"):
+        write_shards(photos / "train", shards)
+    broken = tmp_path / "broken" / "cat"
+    broken.mkdir(parents=True)
+    (broken / "a.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(UserError, match=r"a\.jpg: not an image file Pillow can identify"):
+        write_shards(tmp_path / "broken", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def _sampler(world_size: int, rank: int, batch_size: int, epoch: int = 0) -> ShardSampler:
+    sampler = ShardSampler(
+        [5, 7, 6, 6],
+        shuffle=True,
+        seed=3,
+        batch_size=batch_size,
+        rank=rank,
+        world_size=world_size,
+        drop_last=True,
+    )
+    sampler.set_epoch(epoch)
+    return sampler
+
+
+def test_the_librarys_order_is_the_same_in_every_sampler_and_new_each_epoch() -> None:
+    first, again = list(_sampler(1, 0, 4)), list(_sampler(1, 0, 4))
+    assert first == again
+    assert sorted(first) == list(range(24))
+    assert first != list(range(24))
+    assert list(_sampler(1, 0, 4, epoch=1)) != first
+
+
+def test_ranks_get_equal_disjoint_shares_of_every_sample() -> None:
+    shares = [list(_sampler(2, rank, 2)) for rank in (0, 1)]
+    assert [len(share) for share in shares] == [12, 12]
+    assert sorted(shares[0] + shares[1]) == list(range(24))
+
+
+def _global_batches(world_size: int, batch_size: int, start: int = 0) -> list[set[int]]:
+    """The samples of each global batch (every rank's batch of one step), after each
+    rank skipped ``start`` samples."""
+    shares = []
+    for rank in range(world_size):
+        sampler = _sampler(world_size, rank, batch_size)
+        sampler.set_start(start)
+        shares.append(list(sampler))
+    steps = len(shares[0]) // batch_size
+    return [
+        {i for share in shares for i in share[step * batch_size : (step + 1) * batch_size]}
+        for step in range(steps)
+    ]
+
+
+def test_the_global_batches_are_the_same_on_one_two_and_four_ranks() -> None:
+    one = _global_batches(1, 8)
+    assert len(one) == 3
+    assert _global_batches(2, 4) == one
+    assert _global_batches(4, 2) == one
+
+
+def test_a_resume_skips_exactly_the_samples_taken_on_the_same_number_of_ranks() -> None:
+    for rank in (0, 1):
+        whole = list(_sampler(2, rank, 2))
+        resumed = _sampler(2, rank, 2)
+        resumed.set_start(6)
+        assert len(resumed) == 6
+        assert list(resumed) == whole[6:]
+        assert list(resumed) == whole  # the skip is used up by one pass
+
+
+def test_a_resume_on_another_number_of_ranks_sees_the_remaining_global_batches() -> None:
+    one = _global_batches(1, 8)
+    assert _global_batches(2, 4, start=4) == one[1:]  # one step of 8 taken on 1 rank
+    assert _global_batches(1, 8, start=8) == _global_batches(4, 2, start=2) == one[1:]
+
+
+def _train(run: Path, shards: Path, *overrides: str) -> None:
+    cfg = load_config(
+        RECIPE,
+        [*SMALL, f"data.shards.path={shards}", f"checkpoint.dir={run}", *overrides],
+    )
+    SSLTrainer(cfg).train()
+
+
+def test_a_run_stopped_mid_phase_resumes_as_if_never_stopped(shards: Path, tmp_path: Path) -> None:
+    reference, run = tmp_path / "reference", tmp_path / "run"
+    _train(reference, shards)
+    stop = "hooks.extra=[{name: request_stop, params: {rank: 0, at_iteration: 5}}]"
+    with pytest.raises(PreemptedError):
+        _train(run, shards, "trainer.imports=[tests.failure_hooks]", stop)
+    stopped = newest_valid_checkpoint(run)[1]
+    assert (stopped["iteration"], stopped["phase_done"]) == (5, False)  # step 2 of 3
+    _train(run, shards)
+    expected, resumed = (newest_valid_checkpoint(path)[1] for path in (reference, run))
+    assert resumed["iteration"] == expected["iteration"] == 6
+    for name, value in expected["model"].items():
+        assert torch.equal(resumed["model"][name], value), name
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.pipeline=batch"], "data.name shards needs data.pipeline: crop_first or"),
+        (["data.shards.path=null"], "data.shards.path: data.name shards needs the shards'"),
+        (["data.shards.path=s3://Bad_Bucket/x"], "is not an s3://BUCKET/PREFIX URL"),
+        (["data.shards.path=s3://bucket/train"], "data.shards.cache_dir: shards at an s3://"),
+    ],
+)
+def test_what_shards_cannot_read_is_refused_naming_the_key(
+    overrides: list[str], message: str, shards: Path
+) -> None:
+    cfg = load_config(RECIPE, [*SMALL, f"data.shards.path={shards}", *overrides])
+    with pytest.raises(ConfigError, match=message):
+        datasets.DATASETS.get("shards")(cfg.data)
+
+
+def test_a_folder_without_shards_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"data.shards.path: .* holds no index.json"):
+        build_shards(str(tmp_path), None, None)
+
+
+def test_without_the_streaming_library_shards_name_the_extra(
+    monkeypatch: pytest.MonkeyPatch, shards: Path
+) -> None:
+    found = datasets.importlib.util.find_spec
+    monkeypatch.setattr(
+        datasets.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "streaming" else found(name, *args),
+    )
+    cfg = load_config(RECIPE, [*SMALL, f"data.shards.path={shards}"])
+    with pytest.raises(ConfigError, match=r"pip install 'hookbus\[shards\]'"):
+        datasets.DATASETS.get("shards")(cfg.data)
+
+
+def test_the_throughput_benchmark_reads_every_photo_from_the_folder_and_the_shards(
+    tmp_path: Path,
+) -> None:
+    from benchmarks.bench_shards import contenders
+    from benchmarks.photo_folder import write_photo_folder
+
+    folder = write_photo_folder(tmp_path / "photos", 4, size=(60, 45))
+    write_shards(folder, tmp_path / "shards")
+    rates = contenders(folder, tmp_path / "shards", batch_size=2, workers=0)
+    assert sorted(rates) == [
+        "folder crop_first",
+        "folder torchvision",
+        "shards crop_first",
+        "shards torchvision",
+    ]
+    assert all(rate() > 0 for rate in rates.values())
+
+
+def test_remote_shards_are_fetched_into_the_cache_when_first_read(
+    shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fetched: list[str] = []
+
+    def download(remote: str, local: str, timeout: float) -> None:
+        name = remote.removeprefix("s3://bucket/train/")
+        fetched.append(name)
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        Path(local).write_bytes((shards / name).read_bytes())
+
+    monkeypatch.setattr(shards_module.CloudDownloader, "direct_download", download)
+    remote = ShardDataset("s3://bucket/train", tmp_path / "cache")
+    assert fetched == ["index.json", CLASSES_FILE]  # opening reads the index only
+    local = ShardDataset(str(shards), None)
+    last = len(local) - 1
+    image, label, _ = remote[last]
+    assert fetched[2:] == [reader.file_pairs[0][0].basename for reader in local.readers[-1:]]
+    assert torch.equal(image, local[last][0]) and label == local[last][1]
+    remote[last]
+    assert len(fetched) == 3  # kept in the cache
+
+
+def test_a_remote_file_that_cannot_be_fetched_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def offline(remote: str, local: str, timeout: float) -> None:
+        raise ConnectionError("no route to host")
+
+    monkeypatch.setattr(shards_module.CloudDownloader, "direct_download", offline)
+    with pytest.raises(
+        DataError, match=r"^cannot fetch s3://bucket/train/index.json: no route to host$"
+    ):
+        ShardDataset("s3://bucket/train", tmp_path / "cache")
+
+
+@pytest.mark.parametrize(
+    ("index", "message"),
+    [
+        ({"version": 2}, "not shards written by hookbus shard (KeyError: 'shards')"),
+        ("[1, 2]", "not shards written by hookbus shard (TypeError"),
+    ],
+)
+def test_an_index_that_is_not_a_shard_index_is_one_line(
+    index: object, message: str, shards: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / CLASSES_FILE).write_text((shards / CLASSES_FILE).read_text())
+    (folder / "index.json").write_text(index if isinstance(index, str) else json.dumps(index))
+    with pytest.raises(DataError, match=re.escape(message)):
+        ShardDataset(str(folder), None)
+
+
+def test_a_shard_file_name_that_leaves_the_folder_is_refused(shards: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / CLASSES_FILE).write_text((shards / CLASSES_FILE).read_text())
+    index = json.loads((shards / "index.json").read_text())
+    index["shards"][0]["raw_data"]["basename"] = "../../elsewhere.mds"
+    (folder / "index.json").write_text(json.dumps(index))
+    with pytest.raises(DataError, match=r"shard file name '../../elsewhere.mds' is not a name"):
+        ShardDataset(str(folder), None)

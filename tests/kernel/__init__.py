@@ -1,0 +1,1 @@
+"""Tests of the kernel, engine/ (hookbus.engine): the bus, run state, config, checkpoint IO."""

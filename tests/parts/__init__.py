@@ -1,0 +1,1 @@
+"""Tests of the parts, parts/ (hookbus.parts): data, models, losses, meters, optimizers."""

@@ -1,0 +1,1 @@
+"""Tests of the train steps, steps/ (hookbus.steps)."""
