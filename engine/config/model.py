@@ -111,6 +111,14 @@ class ViTConfig(Section):
         "are dropped per sample at a rate rising linearly to this at the last block "
         "(fine-tuning ViT-B: 0.1); never in a forward without gradients (a momentum teacher)",
     )
+    registers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="register tokens (DINOv2 with registers: 4): learned tokens beside the "
+        "class token, dropped from the outputs; a backbone with them does not export to "
+        "torchvision's VisionTransformer",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:

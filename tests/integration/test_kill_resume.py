@@ -30,6 +30,9 @@ def test_a_run_killed_three_times_and_resumed_equals_an_uninterrupted_one(
     assert_identical(outcome, kills=3)
 
 
+TINY_VIT = {"patch_size": 2, "width": 8, "depth": 1, "heads": 2, "mlp_dim": 16}
+"""A ViT of one block on the 8 px views: a 4x4 grid of patches."""
+
 METHODS = {
     # a support set of nearest neighbours, in every checkpoint
     "nnclr": {
@@ -61,6 +64,26 @@ METHODS = {
             "ijepa_predictor": {"width": 8, "depth": 1, "heads": 2},
         },
         "data": {"num_views": 1},
+    },
+    # block masks from torch's generator, a teacher fed the student's masks, the heads
+    "dinov2": {
+        "loss": {"name": "dinov2"},
+        "model": {
+            "backbone": {"name": "vit_tiny", "vit": TINY_VIT},
+            "head": {"dims": ["backbone", 16, 8]},
+            "prototypes": {"count": 12, "weight_norm": True},
+        },
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
+    },
+    # the same with a separate patch head and the class and patch centers
+    "ibot": {
+        "loss": {"name": "ibot", "ibot": {"separate_head": True, "patch_prototypes": 6}},
+        "model": {
+            "backbone": {"name": "vit_tiny", "vit": TINY_VIT},
+            "head": {"dims": ["backbone", 16, 8]},
+            "prototypes": {"count": 12, "weight_norm": True},
+        },
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
     },
     # a teacher, a center and multi-crop views
     "dino": {

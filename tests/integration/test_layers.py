@@ -54,6 +54,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.parts.data.build", "hookbus.parts.data.transforms"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.mae"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.ijepa"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.masked_distillation"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.resnet"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.torchvision_any"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.vit"): TORCHVISION_ON_USE,
