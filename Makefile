@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # .venv takes about 6 GB: the pinned torch is a CUDA build (it runs on the CPU too).
 VENV_KB := 6500000
 
-.PHONY: demo test lint typecheck format clean docs docs-reference doc-blocks FORCE
+.PHONY: demo test test-fast lint typecheck format clean docs docs-reference doc-blocks FORCE
 
 # Each step leaves its stamp only when it succeeded, so a failed install (a full disk,
 # say) is retried by the next make instead of leaving a venv without torch.
@@ -41,12 +41,18 @@ FORCE:
 demo: $(STAMP)
 	$(BIN)/hookbus train configs/simclr_digits.yaml
 
+# The whole suite, as CI runs it (.ci/run); docs/guides/testing.md.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory docs
+
+# The kernel, parts, hooks and steps tests not marked slow (no training past a few steps,
+# no subprocess or torchrun): the loop to run while changing code, under a minute on 2 cores.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" tests/kernel tests/parts tests/hooks tests/steps
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -42,6 +42,8 @@ METHODS = (
     "nnclr",
     "mae",
     "dino_vit_tiny",
+    "dinov2",
+    "ibot",
 )
 RECIPES = {"mae": "mae_digits_vit_tiny", "dino_vit_tiny": "dino_digits_vit_tiny"}
 """The recipe of each method whose digits recipe is not ``<method>_digits``."""

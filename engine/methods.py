@@ -81,8 +81,12 @@ class MethodSpec:
     settings under ``loss.<name>`` (with their defaults); ``loss_fields`` adds settings at
     the top of ``loss`` (``{key: (type, Field(...))}``). ``check`` states what else a
     config of the method must satisfy (raising ValueError), after the shared rules.
-    ``order`` is its place in the config reference, the docs and ``loss.name``'s
-    description; ``default`` marks the method of a config that names none (one entry).
+    ``reads`` names the other methods whose sections (``loss.<other>``) its loss and hooks
+    read too, shared with their owner. With ``exclusive_section`` a changed key of its own
+    section is refused under any ``loss.name`` that does not read it (itself, or a method
+    that lists it in ``reads``). ``order`` is its place in the config reference, the docs
+    and ``loss.name``'s description; ``default`` marks the method of a config that names
+    none (one entry).
     """
 
     name: str
@@ -95,6 +99,8 @@ class MethodSpec:
     loss_fields: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     model_section: ModelSection | None = None
     check: Callable[[Config], None] | None = None
+    reads: tuple[str, ...] = ()
+    exclusive_section: bool = False
     order: int = 1000
     default: bool = False
 
@@ -151,10 +157,19 @@ def readers(part: str) -> list[str]:
     return [name for name in METHODS.names() if part in METHODS.get(name).parts]
 
 
+def section_readers(name: str) -> list[str]:
+    """The methods that read the section ``loss.<name>`` of the method ``name``: itself and
+    those that list it in their ``reads``, sorted."""
+    return sorted(
+        other for other in METHODS.names() if other == name or name in METHODS.get(other).reads
+    )
+
+
 def check_method(cfg: Config, spec: MethodSpec | None, views: Views | None = Views()) -> None:
     """Raise ValueError naming the key when ``cfg`` does not fit the method ``spec`` of its
     ``loss.name``: a part the method needs is not configured, a model section of another
-    method is set, or the views are not the method's; then the method's own ``check``.
+    method is set, a key of an exclusive loss section it does not read is set, or the views
+    are not the method's; then the method's own ``check``.
     A loss without an entry (None) is held to ``views`` (None: any number of views)."""
     name = cfg.loss.name
     for part in spec.parts if spec else ():
@@ -171,6 +186,16 @@ def check_method(cfg: Config, spec: MethodSpec | None, views: Views | None = Vie
             raise ValueError(
                 f"model.{own.key}.{changed[0]}: the {other.title} {own.part} is built only for "
                 f"loss.name {other.name}, not {name}; remove it"
+            )
+    for other in methods_in_order():
+        if not other.exclusive_section or other.section is None:
+            continue
+        owners = section_readers(other.name)
+        changed = getattr(cfg.loss, other.name).changed_keys()
+        if changed and name not in owners:
+            raise ValueError(
+                f"loss.{other.name}.{changed[0]} is read by loss.name {' and '.join(owners)} "
+                f"only, not {name}; remove it"
             )
     rule = spec.views if spec else views
     if rule is not None:

@@ -58,6 +58,12 @@ def export_backbone(
     check_weights("model", saved["model"], None, str(checkpoint))
     weights = backbone_state_dict(saved["model"])
     backbone = backbone_config(cfg)
+    if cfg.from_python.backbone is None and backbone.vit.registers:
+        raise UserError(
+            f"{checkpoint}: its ViT has {backbone.vit.registers} register tokens "
+            "(model.backbone.vit.registers), which torchvision's VisionTransformer has no "
+            "place for; load the checkpoint's model into hookbus's ViT instead"
+        )
     if cfg.from_python.backbone is None:
         built = BACKBONES.get(backbone.name)(backbone)
         check_weights("model", weights, built.state_dict(), str(checkpoint))

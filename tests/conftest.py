@@ -30,3 +30,19 @@ def one_torch_thread() -> Iterator[None]:
 @pytest.fixture
 def tiny_cfg(tmp_path: Path) -> Config:
     return tiny_config(tmp_path / "run")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test`` runs two workers), each
+    test file runs on one worker, so a module fixture's training happens once; and the
+    tests reading the shared two-rank launch of :mod:`tests.loss_reference` run on one
+    worker, so ``torchrun`` starts once. Without that option it changes nothing."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        code = getattr(getattr(item, "function", None), "__code__", None)
+        shared = code is not None and "two_rank_results" in code.co_names
+        group = "two_ranks" if shared else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

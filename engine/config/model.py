@@ -116,6 +116,14 @@ class ViTConfig(Section):
         description="each encoder block keeps only its input and recomputes its activations "
         "in backward: less memory, about a third more compute (with DDP or FSDP)",
     )
+    registers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="register tokens (DINOv2 with registers: 4): learned tokens beside the "
+        "class token, dropped from the outputs; a backbone with them does not export to "
+        "torchvision's VisionTransformer",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:

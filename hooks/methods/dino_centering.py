@@ -32,7 +32,8 @@ class DinoCenteringHook(Hook):
                             and the global batch (summed across ranks)
     ======================  ===========================================================
 
-    State: the center, in checkpoints under ``dino_centering``.
+    With ``centering`` false (DINOv2's Sinkhorn-Knopp targets) it writes the temperature
+    only and keeps no center. State: the center, in checkpoints under ``dino_centering``.
     """
 
     priority = Priority.METHOD + 10
@@ -44,6 +45,7 @@ class DinoCenteringHook(Hook):
         teacher_temperature: float = 0.04,
         warmup_teacher_temperature: float = 0.04,
         warmup_epochs: int = 0,
+        centering: bool = True,
     ) -> None:
         super().__init__()
         if not 0 <= center_momentum < 1:
@@ -54,6 +56,7 @@ class DinoCenteringHook(Hook):
         self.teacher_temperature = teacher_temperature
         self.warmup_teacher_temperature = warmup_teacher_temperature
         self.warmup_epochs = warmup_epochs
+        self.centering = centering
         self.center: torch.Tensor | None = None
 
     @classmethod
@@ -94,14 +97,16 @@ class DinoCenteringHook(Hook):
         output = engine.state.last_output
         if "teacher_scores" not in output:
             raise KeyError("dino_centering needs output['teacher_scores'] (momentum_teacher hook)")
+        output["teacher_temperature"] = self.temperature(engine.state.train_phase_idx)
+        if not self.centering:
+            return
         if self.center is None:
             scores = output["teacher_scores"][0]
             self.center = torch.zeros(scores.shape[1], device=scores.device)
         output["teacher_center"] = self.center
-        output["teacher_temperature"] = self.temperature(engine.state.train_phase_idx)
 
     def on_loss_and_meter(self, engine: RunEngine) -> None:
-        if not engine.state.train:
+        if not engine.state.train or not self.centering:
             return
         scores = torch.cat(engine.state.last_output["teacher_scores"]).detach().float()
         total = distributed.all_reduce_sum(scores.sum(dim=0))

@@ -17,7 +17,8 @@ class FreezePrototypesHook(Hook):
     ==============  ==================================================================
     fires           ``on_backward`` (train phases, before the optimizer step)
     reads           ``state.iteration``, ``state.train_phase_idx``,
-                    ``state.base_model.prototypes``
+                    ``state.base_model.prototypes`` (and ``.patch_prototypes`` when
+                    the model has them: iBOT's and DINOv2's separate patch head)
     writes          ``.grad = None`` on the prototypes' parameters while frozen
     ==============  ==================================================================
 
@@ -56,5 +57,8 @@ class FreezePrototypesHook(Hook):
         prototypes = getattr(state.base_model, "prototypes", None)
         if prototypes is None:
             raise ValueError("freeze_prototypes needs a model with prototypes (model.prototypes)")
-        for parameter in prototypes.parameters():
-            parameter.grad = None
+        # iBOT's and DINOv2's separate patch head has a last layer of its own.
+        patch_prototypes = getattr(state.base_model, "patch_prototypes", None)
+        for part in (prototypes, patch_prototypes):
+            for parameter in () if part is None else part.parameters():
+                parameter.grad = None

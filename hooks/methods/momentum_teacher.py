@@ -18,8 +18,12 @@ from hookbus.hooks.methods.shuffle_bn import shuffled_forward
 from hookbus.hooks.registry import register_hook
 from hookbus.parts.sharding import is_sharded, load_weights, local, sharded_copy
 
-TEACHER_OUTPUTS = ("embeddings", "scores")
-"""Per-view outputs of the teacher written to ``state.last_output`` as ``teacher_<name>``."""
+TEACHER_OUTPUTS = ("embeddings", "scores", "patch_scores")
+"""Outputs of the teacher written to ``state.last_output`` as ``teacher_<name>``."""
+
+TEACHER_INPUTS = ("patch_masks",)
+"""Outputs of the student passed to the teacher in its batch: iBOT's and DINOv2's masks,
+which say where the teacher's patch targets are (the teacher sees the views whole)."""
 
 
 def cosine_momentum(iteration: int, total: int, start: float, final: float) -> float:
@@ -43,9 +47,11 @@ class MomentumTeacherHook(Hook):
                         from a checkpoint replaces the copy's weights
     ``on_forward``      runs the teacher (no gradient, in the phase's train/eval mode,
                         under the run's autocast) on the first ``views`` views of
-                        ``state.last_batch`` (all when None) and writes
-                        ``teacher_embeddings`` and ``teacher_scores`` (when the model has
-                        prototypes) into ``state.last_output``; with ``shuffle_bn``
+                        ``state.last_batch`` (all when None), given the student's
+                        ``patch_masks`` when it wrote them (iBOT, DINOv2), and writes
+                        ``teacher_embeddings``, ``teacher_scores`` (when the model has
+                        prototypes) and ``teacher_patch_scores`` (iBOT, DINOv2) into
+                        ``state.last_output``; with ``shuffle_bn``
                         in a distributed train phase, on a shuffled share of the global
                         batch (:func:`hookbus.hooks.methods.shuffle_bn.shuffled_forward`, seeded by
                         ``shuffle_seed`` and ``state.iteration - 1``)
@@ -135,7 +141,9 @@ class MomentumTeacherHook(Hook):
                     teacher, views, seed=self.shuffle_seed, iteration=state.iteration - 1
                 )
             else:
-                output = teacher({"views": views})
+                given = state.last_output
+                inputs = {key: given[key] for key in TEACHER_INPUTS if key in given}
+                output = teacher({"views": views, **inputs})
         for name in TEACHER_OUTPUTS:
             if name in output:
                 state.last_output[f"teacher_{name}"] = output[name]

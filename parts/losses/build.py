@@ -15,6 +15,7 @@ from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss
 from hookbus.parts.losses.ijepa import IjepaLoss
 from hookbus.parts.losses.mae import MaeLoss
+from hookbus.parts.losses.masked_distillation import MaskedDistillationLoss
 from hookbus.parts.losses.moco import MocoLoss
 from hookbus.parts.losses.moco_v3 import MocoV3Loss
 from hookbus.parts.losses.nnclr import NnclrLoss
@@ -81,6 +82,32 @@ def build_swav(cfg: LossConfig) -> SwavLoss:
 def build_dino(cfg: LossConfig) -> DinoLoss:
     """:class:`DinoLoss` at ``loss.dino.student_temperature``."""
     return DinoLoss(cfg.dino.student_temperature)
+
+
+@register_method_loss("dinov2")
+def build_dinov2(cfg: LossConfig) -> MaskedDistillationLoss:
+    """:class:`MaskedDistillationLoss` of DINOv2: ``loss.dino.student_temperature``,
+    ``loss.ibot.loss_weight``, ``loss.dinov2`` (centering, Sinkhorn-Knopp iterations,
+    KoLeo weight)."""
+    return MaskedDistillationLoss(
+        cfg.dino.student_temperature,
+        centering=cfg.dinov2.centering,
+        sinkhorn_iterations=cfg.dinov2.sinkhorn_iterations,
+        patch_weight=cfg.ibot.loss_weight,
+        koleo_weight=cfg.dinov2.koleo_weight,
+    )
+
+
+@register_method_loss("ibot")
+def build_ibot(cfg: LossConfig) -> MaskedDistillationLoss:
+    """:class:`MaskedDistillationLoss` of iBOT: running centers, no KoLeo;
+    ``loss.dino.student_temperature``, ``loss.ibot.loss_weight``."""
+    return MaskedDistillationLoss(
+        cfg.dino.student_temperature,
+        centering="centering",
+        patch_weight=cfg.ibot.loss_weight,
+        koleo_weight=0.0,
+    )
 
 
 @register_method_loss("barlow_twins")

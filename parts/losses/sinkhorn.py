@@ -9,7 +9,9 @@ from hookbus.engine import distributed
 
 
 @torch.no_grad()
-def sinkhorn(scores: Tensor, epsilon: float, iterations: int) -> Tensor:
+def sinkhorn(
+    scores: Tensor, epsilon: float, iterations: int, *, global_rows: int | Tensor | None = None
+) -> Tensor:
     """Codes ``Q`` ``[B, K]`` of the prototype ``scores`` ``[B, K]`` (SwAV).
 
     ``Q`` starts as ``exp(scores / epsilon)`` and is rescaled ``iterations`` times, each
@@ -18,7 +20,9 @@ def sinkhorn(scores: Tensor, epsilon: float, iterations: int) -> Tensor:
     ``Q`` then sums to 1 exactly and each column to about ``B / K`` (exactly in the
     limit of many iterations). Computed in float32 (float64 stays float64) with
     autocast off; when distributed, the sums run over the global batch (every rank
-    passes its own rows and gets its own rows back).
+    passes its own rows and gets its own rows back); ``global_rows`` is the number of
+    rows of all ranks together when they differ between ranks (iBOT's masked patches;
+    a rank may have none), ``len(scores)`` times the world size when None.
     """
     if epsilon <= 0 or iterations < 1:
         raise ValueError(f"need epsilon > 0 and iterations >= 1, got {epsilon}, {iterations}")
@@ -26,8 +30,9 @@ def sinkhorn(scores: Tensor, epsilon: float, iterations: int) -> Tensor:
         scaled = scores.to(torch.promote_types(scores.dtype, torch.float32)) / epsilon
         # Subtracting the global maximum changes nothing after normalisation; it keeps
         # exp() finite.
-        codes = torch.exp(scaled - distributed.all_reduce_max(scaled.max()))
-        batch = len(codes) * distributed.world_size()
+        largest = scaled.max() if scaled.numel() else scaled.new_tensor(-torch.inf)
+        codes = torch.exp(scaled - distributed.all_reduce_max(largest))
+        batch = len(codes) * distributed.world_size() if global_rows is None else global_rows
         count = codes.shape[1]
         codes /= distributed.all_reduce_sum(codes.sum())
         for _ in range(iterations):

@@ -178,6 +178,7 @@ def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
             patch_embedding_init=vit.patch_embedding_init,
             class_token_init=vit.class_token_init,
             drop_path=vit.drop_path,
+            registers=vit.registers,
         )
     except ValueError as exc:
         raise ValueError(f"{name}: {exc} (model.backbone.vit, data.image_size)") from None
@@ -272,6 +273,8 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     ``model.linear_eval.enabled``, or a :class:`FineTuneModel` when
     ``model.fine_tune.enabled``, or a :class:`MaskedAutoencoder` (ViT backbone and
     ``model.mae_decoder``) when ``loss.name`` is ``mae``, or a
+    :class:`MaskedDistillationModel` (a ViT, the head, the prototypes and the patch
+    head of ``loss.ibot``) when it is ``dinov2`` or ``ibot``;
     :class:`~hookbus.parts.models.ijepa.JepaModel` (ViT backbone and
     ``model.ijepa_predictor``) when it is ``ijepa``.
 
@@ -351,4 +354,9 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
         model_cfg.head.output_batch_norm,
         hidden_bias=model_cfg.head.hidden_bias,
     )
+    if cfg.loss.name in ("dinov2", "ibot") and prototypes is not None:
+        # iBOT and DINOv2 mask a ViT (torchvision's, loaded on use as for MAE).
+        from hookbus.parts.models.masked_distillation import build_masked_distillation
+
+        return build_masked_distillation(cfg, backbone, name, head, prototypes)
     return SSLModel(backbone, head, predictor, prototypes)

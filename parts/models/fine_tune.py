@@ -22,7 +22,8 @@ def vit_depths(backbone: VisionTransformer) -> dict[str, int]:
     """The depth of every parameter of a torchvision ``VisionTransformer`` (a ``vit_*``
     or ``tv:vit_*`` backbone), by name: 0 for the patch embedding (``conv_proj``), the
     class token and the position embedding, ``i + 1`` for ``encoder.layers.encoder_layer_i``
-    and ``L + 1`` for the final LayerNorm ``encoder.ln``, with ``L`` encoder layers.
+    and ``L + 1`` for the final LayerNorm ``encoder.ln`` and the register tokens (as
+    DINOv2's code), with ``L`` encoder layers.
 
     Raises ``ValueError`` naming a parameter outside those parts (a ``heads`` layer kept
     by the backbone, say), which would otherwise get no depth.
@@ -35,7 +36,7 @@ def vit_depths(backbone: VisionTransformer) -> dict[str, int]:
         elif name.startswith("encoder.layers.encoder_layer_"):
             layer = name.removeprefix("encoder.layers.encoder_layer_").split(".")[0]
             depths[name] = int(layer) + 1
-        elif name.startswith("encoder.ln."):
+        elif name.startswith("encoder.ln.") or name == "register_tokens":
             depths[name] = top
         else:
             raise ValueError(

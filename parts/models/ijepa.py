@@ -43,6 +43,8 @@ class JepaPredictor(nn.Module):
     normal of std 0.02, the biases at zero.
     """
 
+    position: Tensor  # the fixed position embedding, a buffer
+
     def __init__(
         self,
         encoder_width: int,
@@ -130,7 +132,7 @@ class JepaModel(nn.Module):
         return patch_tokens(self.backbone, images).mean(dim=1)
 
 
-def build_jepa_model(cfg: Config, backbone: nn.Module, name: str) -> JepaModel:
+def build_jepa_model(cfg: Config, backbone: nn.Module, name: str | None) -> JepaModel:
     """The :class:`JepaModel` of ``cfg`` (``model.ijepa_predictor``) on ``backbone``
     (named ``name`` in messages): a :class:`ViTBackbone` or timm's ViT, ``ValueError``
     otherwise. The predictor's grid is that of the views (:func:`ijepa_grid`)."""
@@ -140,8 +142,9 @@ def build_jepa_model(cfg: Config, backbone: nn.Module, name: str) -> JepaModel:
             f"{name!r} is a {type(backbone).__name__}"
         )
     predictor_cfg = cfg.model.ijepa_predictor
+    width: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
     predictor = JepaPredictor(
-        backbone.out_dim,
+        width,
         ijepa_grid(cfg),
         width=predictor_cfg.width,
         depth=predictor_cfg.depth,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import functools
 from types import ModuleType
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -86,7 +87,7 @@ def _create(model: str, *, in_channels: int, image_size: int | None, **kwargs: o
 def classifier_prefix(net: nn.Module) -> str:
     """The dotted prefix of the classifier's keys in timm's model (``head.``, ``fc.``,
     ``head.fc.``...), from its ``pretrained_cfg``."""
-    return f"{net.pretrained_cfg['classifier']}."
+    return f"{cast(Any, net).pretrained_cfg['classifier']}."
 
 
 def _drop_classifier_keys(prefix: str, module, state_dict, own_prefix, *args) -> None:
@@ -130,7 +131,7 @@ def build_timm_model(
     if not isinstance(features, Tensor) or features.dim() != 2:
         shape = tuple(features.shape) if isinstance(features, Tensor) else type(features).__name__
         raise ValueError(f"{where}: without its classifier it gives {shape}, not features [B, D]")
-    net.out_dim = features.shape[1]
+    cast(Any, net).out_dim = features.shape[1]  # a timm model takes new attributes
     return net
 
 
@@ -169,8 +170,9 @@ class TimmViTTokens:
     """
 
     def __init__(self, net: nn.Module) -> None:
-        self.net = net
-        patch = net.patch_embed.patch_size
+        # timm's VisionTransformer: its attributes are not typed on nn.Module.
+        self.net: Any = cast(Any, net)
+        patch = self.net.patch_embed.patch_size
         self.patch_size = patch[0] if isinstance(patch, tuple) else patch
 
     def patch_tokens(self, images: Tensor, keep: Tensor | None = None) -> Tensor:

@@ -88,7 +88,12 @@ class ViTBackbone(VisionTransformer):
     ``U(-a, a)`` with ``a = sqrt(6 / (in_channels * patch_size^2 + width))``, and zeroes
     its bias (MoCo v3, MAE); torchvision's truncated normal otherwise.
     ``class_token_init="normal"`` draws the class token from a normal of std 0.02 (MAE);
-    torchvision's starts it at zero. ``drop_path`` above
+    torchvision's starts it at zero. ``registers`` above 0 adds that many register
+    tokens (Darcet et al., "Vision Transformers Need Registers", 2024): learned tokens
+    (``register_tokens`` ``[1, R, width]``, drawn from a normal of std 1e-6) put between
+    the class token and the patch tokens after the position embedding is added, with no
+    position embedding of their own, and dropped from every output; torchvision's class
+    has none, so such a backbone does not export to it. ``drop_path`` above
     0 drops each block's branches per sample in training (stochastic depth,
     :class:`~hookbus.parts.models.drop_path.DropPathBlock`), at a rate rising linearly to
     ``drop_path`` at the last block; the weights and keys are those of the plain blocks.
@@ -104,7 +109,10 @@ class ViTBackbone(VisionTransformer):
         patch_embedding_init: PatchEmbeddingInit = "torchvision",
         class_token_init: ClassTokenInit = "zeros",
         drop_path: float = 0.0,
+        registers: int = 0,
     ) -> None:
+        if registers < 0:
+            raise ValueError(f"registers must be 0 or more: {registers}")
         if sizes.image_size % sizes.patch_size:
             raise ValueError(
                 f"the image size {sizes.image_size} is not a multiple of the patch size "
@@ -158,6 +166,10 @@ class ViTBackbone(VisionTransformer):
             self.encoder.pos_embedding.requires_grad_(False)
         if drop_path:
             add_drop_path(self.encoder.layers, drop_path)
+        self.registers = registers
+        if registers:
+            self.register_tokens = nn.Parameter(torch.empty(1, registers, sizes.width))
+            nn.init.normal_(self.register_tokens, std=1e-6)
 
     def position_embedding(self, grid_h: int, grid_w: int) -> Tensor:
         """The position embedding ``[1, 1 + grid_h * grid_w, width]`` for a patch grid."""
@@ -170,16 +182,34 @@ class ViTBackbone(VisionTransformer):
         grid = F.interpolate(grid, size=(grid_h, grid_w), mode="bicubic", align_corners=False)
         return torch.cat([cls, grid.flatten(2).transpose(1, 2)], dim=1)
 
-    def tokens(self, images: Tensor) -> tuple[Tensor, Tensor]:
+    def tokens(
+        self, images: Tensor, masks: Tensor | None = None, mask_token: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """The class token ``[B, width]`` and the patch tokens ``[B, N, width]`` of
-        ``images`` after the final LayerNorm (``N`` patches, row by row)."""
+        ``images`` after the final LayerNorm (``N`` patches, row by row).
+
+        With ``masks`` ``[B, N]`` (True: masked) the embedding of each masked patch is
+        replaced by ``mask_token`` ``[width]`` before the position embedding is added
+        (iBOT's and DINOv2's masked student); the other patches are encoded as without.
+        """
         x = self.conv_proj(images)
         batch, _, grid_h, grid_w = x.shape
         x = x.flatten(2).transpose(1, 2)
+        if masks is not None:
+            if mask_token is None:
+                raise ValueError("tokens: masks need a mask_token to put in their place")
+            x = torch.where(masks.unsqueeze(-1), mask_token.to(x.dtype), x)
         x = torch.cat([self.class_token.expand(batch, -1, -1), x], dim=1)
-        x = x + self.position_embedding(grid_h, grid_w)
+        x = self._with_registers(x + self.position_embedding(grid_h, grid_w))
         x = self.encoder.ln(self.encoder.layers(self.encoder.dropout(x)))
-        return x[:, 0], x[:, 1:]
+        return x[:, 0], x[:, 1 + self.registers :]
+
+    def _with_registers(self, x: Tensor) -> Tensor:
+        # The register tokens go after the class token, with no position embedding.
+        if not self.registers:
+            return x
+        registers = self.register_tokens.expand(len(x), -1, -1).to(x.dtype)
+        return torch.cat([x[:, :1], registers, x[:, 1:]], dim=1)
 
     def visible_tokens(self, images: Tensor, keep: Tensor) -> Tensor:
         """The encoder's output on the patches ``keep`` only (MAE's encoder).
@@ -188,7 +218,8 @@ class ViTBackbone(VisionTransformer):
         encode. The patches are embedded and given their position embedding, the others
         dropped, the class token (with its own position embedding) prepended, and the
         result ``[B, 1 + K, width]`` runs through torchvision's encoder layers and final
-        LayerNorm: with every index, in order, it equals :meth:`tokens`.
+        LayerNorm (the register tokens, if any, run along and are dropped from the
+        output): with every index, in order, it equals :meth:`tokens`.
         """
         x = self.conv_proj(images)
         batch, width, grid_h, grid_w = x.shape
@@ -196,8 +227,9 @@ class ViTBackbone(VisionTransformer):
         x = x.flatten(2).transpose(1, 2) + position[:, 1:]
         x = torch.gather(x, 1, keep.unsqueeze(-1).expand(-1, -1, width))
         cls = (self.class_token + position[:, :1]).expand(batch, -1, -1)
-        x = torch.cat([cls, x], dim=1)
-        return self.encoder.ln(self.encoder.layers(self.encoder.dropout(x)))
+        x = self._with_registers(torch.cat([cls, x], dim=1))
+        x = self.encoder.ln(self.encoder.layers(self.encoder.dropout(x)))
+        return torch.cat([x[:, :1], x[:, 1 + self.registers :]], dim=1)
 
     def forward(self, images: Tensor) -> Tensor:
         """The class token after the final LayerNorm, ``[B, width]``."""

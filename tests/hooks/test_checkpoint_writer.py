@@ -162,6 +162,7 @@ def test_async_run_fails_with_the_write_error_and_keeps_the_previous_checkpoint(
     assert load_checkpoint(cfg.checkpoint.dir / POINTER_NAME)["iteration"] == 1
 
 
+@pytest.mark.slow
 def test_async_run_leaves_the_same_checkpoint_as_a_synchronous_one(tmp_path: Path) -> None:
     finals = []
     for name, async_write in (("sync", False), ("async", True)):

@@ -10,6 +10,7 @@ the hooks on a fake engine (in the shared two-rank launch of tests/loss_referenc
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -61,6 +62,7 @@ def hook_states_on_each_rank() -> dict[str, dict]:
     return hook_states(dist.get_rank(), dist.get_world_size())
 
 
+@pytest.mark.slow
 def test_queues_and_center_on_two_ranks_equal_one_process() -> None:
     ranks = two_rank_results(hook_states_on_each_rank)
     expected = hook_states(rank=0, world=1)

@@ -90,6 +90,7 @@ def test_linear_probe_separates_separable_features() -> None:
     assert linear_probe_accuracy(*train, *test, labels_per_class=5, draws=3) == 1.0
 
 
+@pytest.mark.slow
 def test_linear_probe_is_fixed_by_its_seed() -> None:
     train = separable(30, seed=0)
     features, labels = separable(10, seed=1)

@@ -74,6 +74,7 @@ def test_registered_after_the_reports_it_logs() -> None:
     assert MlflowHook.priority == Priority.REPORT + 10
 
 
+@pytest.mark.slow
 def test_from_config_reads_its_section(mlflow_client: type) -> None:
     cfg = Config()
     cfg.trainer.log_frequency = 3
@@ -83,6 +84,7 @@ def test_from_config_reads_its_section(mlflow_client: type) -> None:
     assert (hook.experiment, hook.run_name, hook.name) == ("tests", "tiny", "mlflow")
 
 
+@pytest.mark.slow
 def test_a_resumed_run_reopens_the_same_run(resumed_run: Path, mlflow_client: type) -> None:
     client = local_store(resumed_run, mlflow_client)
     run = only_run(client)
@@ -92,6 +94,7 @@ def test_a_resumed_run_reopens_the_same_run(resumed_run: Path, mlflow_client: ty
     assert history(client, run.info.run_id, "train/loss_epoch")[-1][0] == 1
 
 
+@pytest.mark.slow
 def test_the_effective_config_is_logged_as_dotted_parameters(
     resumed_run: Path, mlflow_client: type
 ) -> None:
@@ -107,6 +110,7 @@ def test_the_effective_config_is_logged_as_dotted_parameters(
     assert "changed since: optimizer.num_epochs: 1 -> 2" in log
 
 
+@pytest.mark.slow
 def test_train_scalars_are_the_plotted_points_at_their_iteration(
     resumed_run: Path, mlflow_client: type
 ) -> None:
@@ -119,6 +123,7 @@ def test_train_scalars_are_the_plotted_points_at_their_iteration(
         assert history(client, run_id, f"train/{key}") == expected
 
 
+@pytest.mark.slow
 def test_phase_results_are_those_of_metrics_json_at_their_train_phase(
     resumed_run: Path, mlflow_client: type
 ) -> None:
@@ -135,6 +140,7 @@ def test_phase_results_are_those_of_metrics_json_at_their_train_phase(
     assert {key: history(client, run_id, key) for key in expected} == expected
 
 
+@pytest.mark.slow
 def test_the_config_curves_and_evaluation_are_artifacts(
     resumed_run: Path, mlflow_client: type
 ) -> None:
@@ -148,10 +154,12 @@ def test_the_config_curves_and_evaluation_are_artifacts(
     assert (resumed_run / "mlartifacts").is_dir()
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_finished(resumed_run: Path, mlflow_client: type) -> None:
     assert only_run(local_store(resumed_run, mlflow_client)).info.status == "FINISHED"
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_ended_as_failed(tmp_path: Path, mlflow_client: type) -> None:
     cfg = tiny_config(tmp_path / "run", hooks={"mlflow": MLFLOW})
     trainer = SSLTrainer(cfg, hooks=[*default_hooks(cfg), PoisonOutput(at_iteration=2)])

@@ -47,6 +47,7 @@ def test_the_plan_shows_the_registered_name() -> None:
     assert hook_plan(engine)["on_step"] == ["test_loss_ema"]
 
 
+@pytest.mark.slow
 def test_checkpoints_carry_the_hook_state_under_the_registered_name(tmp_path: Path) -> None:
     cfg = tiny_config(tmp_path / "run", optimizer={"num_epochs": 1})
     SSLTrainer(cfg, hooks=[*default_hooks(cfg), LossEMAHook()]).train()

@@ -192,6 +192,7 @@ def probe_state(state: Any) -> dict:
     return next(hook for hook in state.hooks if hook.name == "online_probe").state_dict()
 
 
+@pytest.mark.slow
 def test_a_real_run_writes_probe_top1_to_metrics_json(tmp_path: Path) -> None:
     state = probe_run(tmp_path / "run")
     rows = metrics_rows(tmp_path / "run")
@@ -204,6 +205,7 @@ def test_a_real_run_writes_probe_top1_to_metrics_json(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_probe_leaves_the_ssl_training_unchanged(tmp_path: Path) -> None:
     with_probe = probe_run(tmp_path / "probe")
     cfg = tiny_config(tmp_path / "plain", hooks={"progress_bar": {"enabled": False}})
@@ -213,6 +215,7 @@ def test_the_probe_leaves_the_ssl_training_unchanged(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_run_resumed_after_a_phase_equals_the_straight_one(tmp_path: Path) -> None:
     straight = probe_run(tmp_path / "straight")
     with pytest.raises(Exception, match="stopped after phase 1"):
@@ -223,6 +226,7 @@ def test_a_run_resumed_after_a_phase_equals_the_straight_one(tmp_path: Path) -> 
     assert metrics_rows(tmp_path / "resumed")[-2:] == metrics_rows(tmp_path / "straight")[-2:]
 
 
+@pytest.mark.slow
 def test_a_run_preempted_mid_phase_equals_the_straight_one(tmp_path: Path) -> None:
     straight = probe_run(tmp_path / "straight")
     with pytest.raises(PreemptedError):
@@ -255,6 +259,7 @@ def online_probe_on_each_rank() -> dict[str, Any]:
     return sharded_probe(dist.get_rank(), dist.get_world_size())
 
 
+@pytest.mark.slow
 def test_two_ranks_average_the_gradient_and_the_counts_like_one_process() -> None:
     ranks = two_rank_results(online_probe_on_each_rank)
     expected = sharded_probe(rank=0, world=1)

@@ -92,6 +92,7 @@ def test_phase_end_records_the_phase_and_writes_curves_json(tmp_path: Path) -> N
     ]
 
 
+@pytest.mark.slow
 def test_end_draws_the_png_and_names_it_in_the_summary(tmp_path: Path) -> None:
     engine = FakeEngine(run_dir=tmp_path)
     SummaryPlotHook(log_frequency=1).attach(engine)

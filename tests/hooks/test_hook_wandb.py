@@ -136,6 +136,7 @@ def test_registered_after_the_reports_it_uploads() -> None:
     assert priority_label(WandbHook.priority) == "REPORT+10"
 
 
+@pytest.mark.slow
 def test_from_config_reads_its_section(wandb_env: None) -> None:
     cfg = Config()
     cfg.trainer.log_frequency = 3
@@ -145,6 +146,7 @@ def test_from_config_reads_its_section(wandb_env: None) -> None:
     assert (hook.tags, hook.dir, hook.name) == (["tiny"], Path("elsewhere"), "wandb")
 
 
+@pytest.mark.slow
 def test_a_resumed_run_reopens_the_same_run_id(resumed_run: Path) -> None:
     first, second = offline_runs(resumed_run)
     run_id = only(first, "run").run_id
@@ -154,6 +156,7 @@ def test_a_resumed_run_reopens_the_same_run_id(resumed_run: Path) -> None:
     assert checkpoint["hooks"]["wandb"] == {"run_id": run_id}
 
 
+@pytest.mark.slow
 def test_the_effective_config_is_the_run_config(resumed_run: Path) -> None:
     first, second = offline_runs(resumed_run)
     for folder, epochs in ((first, 1), (second, 2)):
@@ -164,6 +167,7 @@ def test_the_effective_config_is_the_run_config(resumed_run: Path) -> None:
     assert list(only(first, "run").tags) == ["tiny"]
 
 
+@pytest.mark.slow
 def test_train_scalars_are_the_plotted_points_at_their_iteration(resumed_run: Path) -> None:
     curves = json.loads((resumed_run / "curves.json").read_text())
     logged = {"train/loss": [], "train/lr": []}
@@ -176,6 +180,7 @@ def test_train_scalars_are_the_plotted_points_at_their_iteration(resumed_run: Pa
     assert [step for step, _ in logged["train/loss"]] == [2, 4, 6]
 
 
+@pytest.mark.slow
 def test_phase_results_are_those_of_metrics_json_at_their_iteration(resumed_run: Path) -> None:
     expected: dict[str, list[tuple[int, float]]] = {}
     for row in metrics_rows(resumed_run):
@@ -195,6 +200,7 @@ def test_phase_results_are_those_of_metrics_json_at_their_iteration(resumed_run:
     assert logged == expected
 
 
+@pytest.mark.slow
 def test_the_curves_and_the_evaluation_are_copied_into_the_run_files(resumed_run: Path) -> None:
     last = offline_runs(resumed_run)[-1] / "files"
     for name in ("curves.png", "evaluation.json"):
@@ -202,10 +208,12 @@ def test_the_curves_and_the_evaluation_are_copied_into_the_run_files(resumed_run
         assert (last / name).read_bytes() == (resumed_run / name).read_bytes()
 
 
+@pytest.mark.slow
 def test_both_starts_finish_their_run_successfully(resumed_run: Path) -> None:
     assert [only(folder, "exit").exit_code for folder in offline_runs(resumed_run)] == [0, 0]
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_finished_as_failed(tmp_path: Path, wandb_env: None) -> None:
     cfg = tiny_config(tmp_path / "run", hooks={"wandb": WANDB})
     trainer = SSLTrainer(cfg, hooks=[*default_hooks(cfg), PoisonOutput(at_iteration=2)])
@@ -216,6 +224,7 @@ def test_a_failed_run_is_finished_as_failed(tmp_path: Path, wandb_env: None) -> 
     assert only(folder, "exit").exit_code == 1
 
 
+@pytest.mark.slow
 def test_disabled_mode_opens_no_run(tmp_path: Path, wandb_env: None) -> None:
     train(tmp_path / "run", num_epochs=1, wandb={**WANDB, "mode": "disabled"})
     assert not (tmp_path / "run" / "wandb").exists()

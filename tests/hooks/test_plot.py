@@ -73,6 +73,7 @@ def test_empty_curves_still_make_a_figure() -> None:
     assert [ax.texts[0].get_text() for ax in figure.axes] == ["no data"] * 3
 
 
+@pytest.mark.slow
 def test_write_plot_leaves_json_and_png(tmp_path: Path) -> None:
     path = write_plot(sample_curves(), tmp_path, "run")
     assert path == tmp_path / PLOT_FILE

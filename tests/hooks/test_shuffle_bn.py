@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
@@ -89,6 +90,7 @@ def test_moco_turns_shuffle_bn_on_by_default_and_the_other_methods_do_not() -> N
         assert not MomentumTeacherHook.from_config(cfg).shuffle_bn, method
 
 
+@pytest.mark.slow
 def test_keys_on_two_ranks_use_the_statistics_of_their_shuffled_share() -> None:
     ranks = two_rank_results(keys_on_each_rank)
     shard = GLOBAL_BATCH // 2

@@ -44,6 +44,7 @@ def _metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.json").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_two_process_training_writes_one_run_directory(tmp_path: Path) -> None:
     run = tmp_path / "run"
     _hookbus(run, "optimizer.num_epochs=1", "trainer.test_every_num_epochs=1", processes=2)
@@ -83,6 +84,7 @@ def test_phase_rows(test_phase_runs: tuple[Path, Path]) -> tuple[dict, dict]:
     return single, pair
 
 
+@pytest.mark.slow
 def test_evaluation_report_on_two_ranks_scores_the_whole_split_as_one_process(
     test_phase_runs: tuple[Path, Path],
 ) -> None:
@@ -92,6 +94,7 @@ def test_evaluation_report_on_two_ranks_scores_the_whole_split_as_one_process(
     assert pair == single
 
 
+@pytest.mark.slow
 def test_online_probe_test_counts_on_two_ranks_equal_one_process(
     test_phase_rows: tuple[dict, dict],
 ) -> None:
@@ -100,6 +103,7 @@ def test_online_probe_test_counts_on_two_ranks_equal_one_process(
     assert pair["probe_top1"] == single["probe_top1"]
 
 
+@pytest.mark.slow
 def test_knn_meter_synced_over_two_ranks_equals_one_process(
     test_phase_rows: tuple[dict, dict],
 ) -> None:
@@ -108,6 +112,7 @@ def test_knn_meter_synced_over_two_ranks_equals_one_process(
     assert pair["knn_top1"] == single["knn_top1"]
 
 
+@pytest.mark.slow
 def test_accuracy_meter_and_loss_synced_over_two_ranks_equal_one_process(
     test_phase_rows: tuple[dict, dict],
 ) -> None:

@@ -51,7 +51,10 @@ def imported_modules(path: Path) -> set[str]:
                 found.add(node.module)
                 continue
             for alias in node.names:
-                value = getattr(hookbus, alias.name)
+                value = getattr(hookbus, alias.name, None)
+                if value is None:  # a submodule not imported yet: ``from hookbus import cli``
+                    found.add(f"hookbus.{alias.name}")
+                    continue
                 is_module = isinstance(value, types.ModuleType)
                 found.add(value.__name__ if is_module else getattr(value, "__module__", "hookbus"))
     return found

@@ -54,6 +54,7 @@ def run_in(folder: Path, *command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.slow
 def test_hookbus_train_runs_no_file_of_the_working_directory(tmp_path: Path) -> None:
     plant_libraries(tmp_path)
     done = run_in(
@@ -64,6 +65,7 @@ def test_hookbus_train_runs_no_file_of_the_working_directory(tmp_path: Path) -> 
     assert (tmp_path / "run" / "config.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_python_m_hookbus_validate_runs_no_file_of_the_working_directory(
     tmp_path: Path,
 ) -> None:

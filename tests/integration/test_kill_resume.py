@@ -22,12 +22,16 @@ MOCO = {"loss": {"name": "moco", "moco": {"queue_size": 32}}}
 run checkpoints (weights, optimizer, schedules, random streams, the loaders' place)."""
 
 
+@pytest.mark.slow
 def test_a_run_killed_three_times_and_resumed_equals_an_uninterrupted_one(
     tmp_path: Path,
 ) -> None:
     outcome = kill_campaign(tmp_path, kills=3, seed=1, epochs=24, sections=MOCO)
     assert_identical(outcome, kills=3)
 
+
+TINY_VIT = {"patch_size": 2, "width": 8, "depth": 1, "heads": 2, "mlp_dim": 16}
+"""A ViT of one block on the 8 px views: a 4x4 grid of patches."""
 
 METHODS = {
     # a support set of nearest neighbours, in every checkpoint
@@ -61,6 +65,26 @@ METHODS = {
         },
         "data": {"num_views": 1},
     },
+    # block masks from torch's generator, a teacher fed the student's masks, the heads
+    "dinov2": {
+        "loss": {"name": "dinov2"},
+        "model": {
+            "backbone": {"name": "vit_tiny", "vit": TINY_VIT},
+            "head": {"dims": ["backbone", 16, 8]},
+            "prototypes": {"count": 12, "weight_norm": True},
+        },
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
+    },
+    # the same with a separate patch head and the class and patch centers
+    "ibot": {
+        "loss": {"name": "ibot", "ibot": {"separate_head": True, "patch_prototypes": 6}},
+        "model": {
+            "backbone": {"name": "vit_tiny", "vit": TINY_VIT},
+            "head": {"dims": ["backbone", 16, 8]},
+            "prototypes": {"count": 12, "weight_norm": True},
+        },
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
+    },
     # a teacher, a center and multi-crop views
     "dino": {
         "loss": {"name": "dino"},
@@ -70,6 +94,7 @@ METHODS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_killed_method_run_with_hook_state_equals_an_uninterrupted_one(
     tmp_path: Path, method: str

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from hookbus.engine.checkpoint_io import newest_valid_checkpoint
@@ -77,6 +78,7 @@ MOCO = {"loss": {"name": "moco", "moco": {"queue_size": 32}}}
 """MoCo: besides the model, a key encoder and a queue resume, and shuffle-BN crosses ranks."""
 
 
+@pytest.mark.slow
 def test_two_ranks_train_and_resume_as_if_never_stopped(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path / "recipe.yaml", epochs=1, sections=MOCO)
     run = tmp_path / "run"
@@ -125,6 +127,7 @@ def _child_with_rank(parent: int, rank: int) -> int | None:
     return None
 
 
+@pytest.mark.slow
 def test_a_killed_rank_ends_the_whole_run(tmp_path: Path) -> None:
     recipe, run = write_recipe(tmp_path / "recipe.yaml", epochs=2000), tmp_path / "run"
     launcher = _train(recipe, run, "distributed.timeout_seconds=30")
@@ -158,6 +161,7 @@ def _train_with_failure_hook(
     return launcher, run
 
 
+@pytest.mark.slow
 def test_a_hung_rank_times_the_others_out_with_one_clear_line(tmp_path: Path) -> None:
     launcher, _ = _train_with_failure_hook(
         tmp_path,
@@ -178,6 +182,7 @@ def test_a_hung_rank_times_the_others_out_with_one_clear_line(tmp_path: Path) ->
     assert "rank 0 exited with status 1: stopping the other ranks" in output
 
 
+@pytest.mark.slow
 def test_a_stop_asked_of_one_rank_stops_both_after_the_same_step(tmp_path: Path) -> None:
     launcher, run = _train_with_failure_hook(
         tmp_path, "{name: request_stop, params: {rank: 1, at_iteration: 3}}"
@@ -192,6 +197,7 @@ def test_a_stop_asked_of_one_rank_stops_both_after_the_same_step(tmp_path: Path)
     assert (checkpoint["iteration"], checkpoint["phase_done"]) == (3, False)
 
 
+@pytest.mark.slow
 def test_a_terminate_on_one_rank_ends_both_cleanly_at_the_same_boundary(tmp_path: Path) -> None:
     launcher, run = _train_with_failure_hook(
         tmp_path, "{name: terminate_at, params: {at_iteration: 3, rank: 1}}"

@@ -54,6 +54,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.parts.data.build", "hookbus.parts.data.transforms"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.mae"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.ijepa"): TORCHVISION_ON_USE,
+    ("hookbus.parts.models.build", "hookbus.parts.models.masked_distillation"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.resnet"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.torchvision_any"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.vit"): TORCHVISION_ON_USE,
@@ -164,6 +165,7 @@ def test_every_listed_lazy_import_is_still_made() -> None:
     assert set(LAZY_IMPORTS) <= made, set(LAZY_IMPORTS) - made
 
 
+@pytest.mark.slow
 def test_a_small_cnn_run_and_an_export_load_no_torchvision(tmp_path: Path) -> None:
     script = f"""
 import sys
@@ -195,6 +197,7 @@ def test_nothing_imports_the_old_top_level_names() -> None:
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_importing_the_kernel_loads_neither_torch_models_nor_the_trainer() -> None:
     script = """
 import importlib, pkgutil, sys
@@ -233,6 +236,7 @@ def test_the_public_api_is_importable_from_hookbus() -> None:
         _ = hookbus.Trainer
 
 
+@pytest.mark.slow
 def test_the_command_line_starts_without_torch() -> None:
     script = "import sys, hookbus.cli; print('torch' in sys.modules)"
     done = subprocess.run(

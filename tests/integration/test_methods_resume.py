@@ -16,6 +16,16 @@ from tests.conftest import tiny_config
 
 MULTI_CROP = {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}}
 
+MASKED_VIT = {
+    "backbone": {
+        "name": "vit_tiny",
+        "vit": {"patch_size": 2, "width": 8, "depth": 1, "heads": 2, "mlp_dim": 16},
+    },
+    "head": {"dims": ["backbone", 16, 8]},
+    "prototypes": {"count": 12, "weight_norm": True},
+}
+"""iBOT's and DINOv2's tiny ViT (a 4x4 grid of 2x2 patches on the 8 px views)."""
+
 METHODS: dict[str, dict[str, dict]] = {
     "moco": {"loss": {"name": "moco", "moco": {"queue_size": 20}}},
     "moco_v3": {"loss": {"name": "moco_v3"}, "model": {"predictor": {"dims": [8, 16, 8]}}},
@@ -37,6 +47,21 @@ METHODS: dict[str, dict[str, dict]] = {
             "dino": {"warmup_teacher_epochs": 2, "teacher_temperature": 0.07},
         },
         "model": {"prototypes": {"count": 12, "weight_norm": True}},
+        "data": MULTI_CROP,
+    },
+    # masks from torch's generator, a teacher given the student's masks, heads, and
+    # (ibot) the class and patch centers
+    "dinov2": {
+        "loss": {"name": "dinov2", "dino": {"warmup_teacher_epochs": 2}},
+        "model": MASKED_VIT,
+        "data": MULTI_CROP,
+    },
+    "ibot": {
+        "loss": {
+            "name": "ibot",
+            "ibot": {"separate_head": True, "patch_prototypes": 6, "mask_probability": 1.0},
+        },
+        "model": MASKED_VIT,
         "data": MULTI_CROP,
     },
     "barlow_twins": {"loss": {"name": "barlow_twins"}},
@@ -119,6 +144,16 @@ def test_resumed_run_ends_with_the_hook_state_and_weights_of_a_straight_run(
     assert hooks or method in ("barlow_twins", "vicreg", "simsiam", "mae"), (
         "a method with hooks keeps their state"
     )
+
+
+def test_ibots_centers_and_teacher_are_in_the_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(Stop):
+        run(tmp_path / "ibot", "ibot", StopAfterPhase(0))
+    checkpoint = torch.load(tmp_path / "ibot" / "checkpoint.torch", weights_only=True)
+    hooks = checkpoint["hooks"]
+    assert hooks["dino_centering"]["center"].shape == (12,)
+    assert hooks["patch_centering"]["center"].shape == (6,)  # the separate head's outputs
+    assert "patch_prototypes.weight" in hooks["momentum_teacher"]["teacher"]
 
 
 def test_every_stateful_method_hook_is_in_the_checkpoint(tmp_path: Path) -> None:

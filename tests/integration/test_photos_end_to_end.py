@@ -138,6 +138,7 @@ PHOTO_RUN = {
 """The kill harness's tiny recipe on the photos: JPEG files, crop_first views."""
 
 
+@pytest.mark.slow
 def test_a_photo_run_killed_and_resumed_equals_an_uninterrupted_one(
     photos: Path, tmp_path: Path
 ) -> None:

@@ -75,6 +75,7 @@ def test_signal_checkpoints_at_the_step_boundary_and_resume_is_exact(
     assert all(torch.equal(expected[k], v) for k, v in resumed.base_model.state_dict().items())
 
 
+@pytest.mark.slow
 def test_preempted_process_exits_75_and_resumes(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path / "recipe.yaml", epochs=30)
     run = tmp_path / "run"

@@ -233,6 +233,7 @@ def run_job(run_dir: Path, kill_at: int = 0) -> int:
     return subprocess.run(command, cwd=ROOT, capture_output=True, timeout=120).returncode
 
 
+@pytest.mark.slow
 def test_a_killed_run_with_python_objects_resumes_bit_exactly(tmp_path: Path) -> None:
     assert run_job(tmp_path / "whole") == 0
     assert run_job(tmp_path / "killed", kill_at=6) == -9  # SIGKILL during iteration 7

@@ -97,6 +97,7 @@ def env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_only_the_hookbus_package(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names}
@@ -114,6 +115,7 @@ def test_the_wheel_holds_only_the_hookbus_package(wheel: Path) -> None:
     assert b"hookbus = hookbus.cli:main" in entry_points
 
 
+@pytest.mark.slow
 def test_the_sdist_holds_the_recipes_and_the_examples(dist: Path) -> None:
     (sdist,) = dist.glob("hookbus-*.tar.gz")
     with tarfile.open(sdist) as archive:
@@ -124,6 +126,7 @@ def test_the_sdist_holds_the_recipes_and_the_examples(dist: Path) -> None:
         assert f"hookbus-0.1.0/examples/{name}" in names
 
 
+@pytest.mark.slow
 def test_an_installed_wheel_imports_beside_a_users_hooks_and_engine_modules(
     env: Path, tmp_path: Path
 ) -> None:
@@ -160,6 +163,7 @@ def run_in(env: Path, cwd: Path, *argv: str | Path) -> subprocess.CompletedProce
     return done
 
 
+@pytest.mark.slow
 def test_from_an_empty_directory_the_recipes_train_export_and_examples_work(
     env: Path, tmp_path: Path
 ) -> None:

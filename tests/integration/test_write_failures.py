@@ -132,6 +132,7 @@ def test_a_line_handler_raises_once_then_drops_lines(tmp_path: Path) -> None:
 # --- each write site, on a full disk -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_run_lock_on_a_full_disk_says_nothing_was_trained(full_disk: Path) -> None:
     with pytest.raises(WriteFailure) as caught:
         RunLock.acquire(full_disk)
@@ -153,6 +154,7 @@ def test_the_run_lock_in_a_read_only_folder_is_a_write_failure(tmp_path: Path) -
         read_only.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_log_txt_on_a_full_disk_names_it(full_disk: Path) -> None:
     engine = fake_engine(full_disk)
     LogHook(log_frequency=1).attach(engine)
@@ -165,6 +167,7 @@ def test_log_txt_on_a_full_disk_names_it(full_disk: Path) -> None:
     engine.fire_event(SSLEvents.ON_EXCEPTION)  # closes quietly, raises nothing more
 
 
+@pytest.mark.slow
 def test_metrics_json_on_a_full_disk_names_it(full_disk: Path) -> None:
     engine = fake_engine(full_disk)
     MetricsJsonHook().attach(engine)
@@ -197,6 +200,7 @@ def test_metrics_json_that_is_read_only_names_it(tmp_path: Path) -> None:
         finish_phase(engine)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hook", [LogHook(log_frequency=1), TensorBoardHook(log_frequency=1)])
 def test_files_opened_at_start_on_a_read_only_disk_name_the_file(
     read_only_disk: Path, hook: LogHook | TensorBoardHook
@@ -207,11 +211,13 @@ def test_files_opened_at_start_on_a_read_only_disk_name_the_file(
         engine.fire_event(SSLEvents.ON_START)
 
 
+@pytest.mark.slow
 def test_the_run_lock_on_a_read_only_disk_names_it(read_only_disk: Path) -> None:
     with pytest.raises(WriteFailure, match=f"{LOCK_NAME}: Read-only file system; nothing"):
         RunLock.acquire(read_only_disk)
 
 
+@pytest.mark.slow
 def test_tensorboard_on_a_full_disk_names_its_event_file(full_disk: Path) -> None:
     engine = fake_engine(full_disk)
     TensorBoardHook(log_frequency=1).attach(engine)
@@ -236,6 +242,7 @@ def test_tensorboard_failure_is_raised_in_the_hook_not_lost_in_a_thread(
         finish_phase(engine)
 
 
+@pytest.mark.slow
 def test_curves_json_on_a_full_disk_names_it(full_disk: Path) -> None:
     engine = fake_engine(full_disk)
     SummaryPlotHook(log_frequency=1).attach(engine)
@@ -328,6 +335,7 @@ def test_guarded_stdout_puts_standard_output_back() -> None:
     assert sys.stdout is before
 
 
+@pytest.mark.slow
 def test_a_pipe_closed_early_ends_quietly_even_at_interpreter_exit() -> None:
     """``hookbus schema | head -c1``: the schema outgrows the pipe's buffer, so writes
     fail after ``head`` exits, and whatever is left is flushed at the interpreter's exit."""

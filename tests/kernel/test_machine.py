@@ -31,6 +31,7 @@ class SettingsSeen(Hook):
             raise RuntimeError("failing at on_end")
 
 
+@pytest.mark.slow
 def test_deterministic_runs_train_alike_and_the_setting_does_not_leak(tmp_path: Path) -> None:
     states, seen = [], []
     for name, deterministic in (("a", True), ("b", True), ("c", False)):

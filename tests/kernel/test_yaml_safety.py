@@ -29,6 +29,7 @@ def test_an_alias_bomb_is_refused_at_once() -> None:
     assert time.monotonic() - started < 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 1000, 100_000])
 def test_deep_nesting_is_refused(depth: int) -> None:
     with pytest.raises(ConfigError, match=f"nested deeper than {MAX_DEPTH} levels"):

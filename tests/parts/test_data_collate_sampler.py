@@ -82,6 +82,7 @@ def test_views_need_an_augment() -> None:
         ViewCollate(None, 2, seed=0)
 
 
+@pytest.mark.slow
 def test_worker_processes_make_the_same_batches() -> None:
     def loader(workers: int) -> DataLoader:
         sampler = PhaseSampler(40, shuffle=True, seed=3)

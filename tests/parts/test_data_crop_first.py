@@ -138,6 +138,7 @@ def test_the_clean_image_is_torchvisions_resize_and_center_crop(tmp_path: Path) 
     torch.testing.assert_close(batch["image"][0], expected, atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_crop_first_batches_are_the_same_in_workers_and_after_a_restart(tmp_path: Path) -> None:
     write_photos(tmp_path, 8)
     cfg = folder_config(tmp_path, small_views={"count": 2, "size": 8})

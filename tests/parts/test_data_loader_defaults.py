@@ -33,6 +33,7 @@ def test_workers_are_persistent_and_prefetch_as_configured() -> None:
     assert not build_data_loaders(_digits())["train"].persistent_workers
 
 
+@pytest.mark.slow
 def test_persistent_workers_see_each_new_epoch() -> None:
     in_process = _epoch_views(_digits(), epochs=2)
     in_workers = _epoch_views(_digits(num_workers=1), epochs=2)

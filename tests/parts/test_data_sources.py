@@ -113,6 +113,7 @@ def test_image_folder_needs_an_image_pipeline() -> None:
         validate_config({"data": {"name": "image_folder"}})
 
 
+@pytest.mark.slow
 def test_folder_loaders_give_multi_crop_views_and_clean_images(tmp_path: Path) -> None:
     write_images(tmp_path / "a", 3, size=(30, 20))
     write_images(tmp_path / "b", 3, size=(18, 25))

@@ -59,6 +59,7 @@ def within(values: torch.Tensor, low: float, high: float, slack: float = 1e-4) -
     return bool(values.min() >= low - slack and values.max() <= high + slack)
 
 
+@pytest.mark.slow
 def test_crops_and_flips_follow_torchvisions_random_resized_crop() -> None:
     augment = recipe_augment("simclr_imagefolder_resnet50")
     width, height, size, count = 240, 180, 24, 2000
@@ -109,6 +110,7 @@ def uniform_ok(values: torch.Tensor, low: float, high: float) -> bool:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["simclr_imagefolder_resnet50", "byol_imagefolder_resnet50"])
 def test_jitter_factors_are_uniform_in_the_documented_ranges(recipe: str) -> None:
     augment = recipe_augment(recipe)
@@ -142,6 +144,7 @@ def test_jitter_factors_are_uniform_in_the_documented_ranges(recipe: str) -> Non
     assert uniform_ok(torch.tensor(shifts), -hue, hue)
 
 
+@pytest.mark.slow
 def test_jitter_rate_order_and_grayscale_rate_are_the_documented_ones() -> None:
     augment = recipe_augment("simclr_imagefolder_resnet50")
     count = 3000
@@ -180,6 +183,7 @@ def blur_sigma(view: torch.Tensor) -> torch.Tensor:
     return grid[torch.searchsorted(grid_variance, variance).clamp(max=len(grid) - 1)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["simclr_imagefolder_resnet50", "byol_imagefolder_resnet50"])
 def test_blur_and_solarization_rates_and_sigma_per_view(recipe: str) -> None:
     augment = recipe_augment(recipe)
@@ -213,6 +217,7 @@ def documented_recipes() -> dict[str, tuple[str, ...]]:
     return {match[0]: match[1:] for match in DOCS_TABLE.findall(text)}
 
 
+@pytest.mark.slow
 def test_every_image_folder_recipe_holds_its_documented_augmentations() -> None:
     documented = documented_recipes()
     recipes = sorted(path.stem for path in (ROOT / "configs").glob("*_imagefolder_*.yaml"))

@@ -85,5 +85,6 @@ def barlow_twins_on_each_rank() -> dict:
     return SHARDED.on_rank()
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_reduce_the_cross_correlation_over_the_global_batch() -> None:
     SHARDED.assert_ranks_match_one_process(two_rank_results(barlow_twins_on_each_rank))

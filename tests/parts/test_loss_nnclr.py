@@ -154,10 +154,12 @@ def nnclr_on_each_rank() -> dict:
     return SHARDED.on_rank()
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_equal_one_process_on_the_whole_batch() -> None:
     SHARDED.assert_ranks_match_one_process(two_rank_results(nnclr_on_each_rank))
 
 
+@pytest.mark.slow
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
     cfg = tiny_recipe(
         "nnclr_digits",

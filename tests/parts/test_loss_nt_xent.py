@@ -109,6 +109,7 @@ def nt_xent_on_each_rank() -> dict:
     return SHARDED.on_rank()
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_use_global_negatives() -> None:
     ranks = two_rank_results(nt_xent_on_each_rank)
     SHARDED.assert_ranks_match_one_process(ranks, atol=1e-5, rtol=0)

@@ -90,6 +90,7 @@ def test_built_by_name() -> None:
     assert isinstance(build_loss(cfg), SimsiamLoss)
 
 
+@pytest.mark.slow
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
     cfg = tiny_recipe(
         "simsiam_digits",

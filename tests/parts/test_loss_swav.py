@@ -148,6 +148,7 @@ def swav_on_each_rank() -> dict:
     return SHARDED.on_rank()
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_solve_sinkhorn_over_the_global_batch() -> None:
     # Three Sinkhorn iterations on exp(scores / 0.05) amplify float32 rounding: the
     # ranks' all-reduced sums and the one process's sums add in different orders, and

@@ -179,11 +179,13 @@ def vicreg_on_each_rank() -> dict:
     return SHARDED.on_rank()
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_equal_one_process_on_the_whole_batch() -> None:
     ranks = two_rank_results(vicreg_on_each_rank)
     SHARDED.assert_ranks_match_one_process(ranks, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_digits_recipe_trains_an_epoch_on_the_tiny_data_set(tmp_path: Path) -> None:
     cfg = tiny_recipe(
         "vicreg_digits",

@@ -158,6 +158,7 @@ def test_unknown_backbone_name_lists_the_known_ones() -> None:
         BACKBONES.get("resnet")
 
 
+@pytest.mark.slow
 def test_zero_init_residual_starts_every_residual_block_as_the_identity() -> None:
     cfg = Config.model_validate(
         {"model": {"backbone": {"name": "resnet18", "zero_init_residual": True}}}

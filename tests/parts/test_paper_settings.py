@@ -106,6 +106,7 @@ def test_a_fixed_lr_part_that_is_not_a_module_path_is_a_config_error(value: str)
         Config.model_validate({"optimizer": {"fixed_lr_for": [value]}})
 
 
+@pytest.mark.slow
 def test_simsiam_trains_with_its_predictor_at_a_fixed_rate(tmp_path: Path) -> None:
     cfg = tiny_recipe(
         "simsiam_digits",
@@ -205,6 +206,7 @@ def test_a_weight_decay_end_without_a_start_is_a_config_error() -> None:
         wd_config(weight_decay=0.0, weight_decay_end=0.4)
 
 
+@pytest.mark.slow
 def test_a_run_with_a_weight_decay_end_sets_it_every_step(tmp_path: Path) -> None:
     cfg = tiny_recipe(
         "simsiam_digits",

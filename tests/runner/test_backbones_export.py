@@ -18,6 +18,7 @@ from hookbus.parts.models.resnet import build_resnet
 from tests.conftest import tiny_config
 
 
+@pytest.mark.slow
 def test_resnet_backbones_give_pooled_features_with_torchvision_keys() -> None:
     net = build_resnet("resnet18")
     assert net.out_dim == 512
@@ -26,6 +27,7 @@ def test_resnet_backbones_give_pooled_features_with_torchvision_keys() -> None:
     assert set(net.state_dict()) == reference
 
 
+@pytest.mark.slow
 def test_small_stem_keeps_the_resolution_of_small_images() -> None:
     net = build_resnet("resnet18", in_channels=1, small_stem=True)
     assert net.conv1.kernel_size == (3, 3)
@@ -34,6 +36,7 @@ def test_small_stem_keeps_the_resolution_of_small_images() -> None:
     assert net(torch.randn(2, 1, 16, 16)).shape == (2, 512)
 
 
+@pytest.mark.slow
 def test_head_must_match_the_backbone_features() -> None:
     cfg = validate_config(
         {"model": {"backbone": {"name": "resnet18", "in_channels": 3}, "head": {"dims": [64, 8]}}}
@@ -42,6 +45,7 @@ def test_head_must_match_the_backbone_features() -> None:
         build_model(cfg)
 
 
+@pytest.mark.slow
 def test_export_of_a_resnet50_run_loads_into_torchvision_resnet50(tmp_path: Path) -> None:
     run = tmp_path / "run"
     cfg = validate_config(
@@ -78,6 +82,7 @@ def test_export_of_a_resnet50_run_loads_into_torchvision_resnet50(tmp_path: Path
     assert torch.count_nonzero(weights["fc.weight"]) == 0
 
 
+@pytest.mark.slow
 def test_export_of_the_small_cnn_loads_into_small_cnn(tmp_path: Path) -> None:
     run = tmp_path / "run"
     state = SSLTrainer(

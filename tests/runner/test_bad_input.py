@@ -86,6 +86,7 @@ def _check_train_refuses(config: Path, extra: list[str], tmp_path: Path, capsys)
     assert sorted(os.listdir(run)) == ["keep.txt"]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(document=documents)
 def test_random_config_files_are_refused_cleanly(
@@ -97,6 +98,7 @@ def test_random_config_files_are_refused_cleanly(
     _check_train_refuses(config, [], tmp_path, capsys)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(extra=overrides)
 def test_mutated_overrides_are_refused_cleanly(
@@ -108,6 +110,7 @@ def test_mutated_overrides_are_refused_cleanly(
     _check_train_refuses(recipe, extra, tmp_path, capsys)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(text=st.text(max_size=60))
 def test_arbitrary_text_files_are_refused_cleanly(

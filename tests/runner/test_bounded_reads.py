@@ -232,6 +232,7 @@ def test_json_depth_counts_nesting_outside_strings() -> None:
     assert json_depth("5") == 0
 
 
+@pytest.mark.slow
 def test_json_nested_deeper_than_the_limit_is_refused_not_recursed() -> None:
     with pytest.raises(UserError, match="nested deeper than 4 levels"):
         loads_json_bounded("[" * 200_000 + "]" * 200_000, "x.json", max_depth=4)

@@ -82,6 +82,7 @@ def rgb_config(run_dir: Path, channels_last: bool) -> Any:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("channels_last", [True, False])
 def test_a_run_trains_in_the_configured_layout(tmp_path: Path, channels_last: bool) -> None:
     layouts = Layouts()
@@ -105,6 +106,7 @@ class FirstStep(Hook):
             self.grads = [p.grad.clone() for p in state.base_model.parameters()]
 
 
+@pytest.mark.slow
 def test_the_layout_changes_only_rounding(tmp_path: Path) -> None:
     first = {True: FirstStep(), False: FirstStep()}
     for channels_last, hook in first.items():
@@ -114,6 +116,7 @@ def test_the_layout_changes_only_rounding(tmp_path: Path) -> None:
         torch.testing.assert_close(nhwc, nchw, rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_channels_last_run_preempted_mid_phase_resumes_bit_exactly(tmp_path: Path) -> None:
     straight = SSLTrainer(rgb_config(tmp_path / "straight", True)).train()
     cfg = rgb_config(tmp_path / "run", True)

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from ignite.engine import Engine
 
@@ -64,6 +65,7 @@ def resume_copy(run_dir: Path, record: RecordStart | None = None) -> Any:
     return run(run_dir, record)
 
 
+@pytest.mark.slow
 def test_the_run_starts_from_every_tensor_of_the_old_file(tmp_path: Path) -> None:
     saved = torch.load(OLD_FILE, weights_only=True)
     record = RecordStart()
@@ -78,6 +80,7 @@ def test_the_run_starts_from_every_tensor_of_the_old_file(tmp_path: Path) -> Non
     assert torch.equal(queue["keys"], saved["hooks"]["key_queue"]["keys"])
 
 
+@pytest.mark.slow
 def test_resuming_the_old_file_twice_gives_the_same_bits(tmp_path: Path) -> None:
     first = resume_copy(tmp_path / "first")
     second = resume_copy(tmp_path / "second")
@@ -92,6 +95,7 @@ def test_resuming_the_old_file_twice_gives_the_same_bits(tmp_path: Path) -> None
     assert torch.equal(queue["keys"], queue_again["keys"])
 
 
+@pytest.mark.slow
 def test_the_resumed_run_ends_where_a_straight_run_here_does(tmp_path: Path) -> None:
     straight = run(tmp_path / "straight")
     resumed = resume_copy(tmp_path / "resumed")

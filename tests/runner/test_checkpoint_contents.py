@@ -183,6 +183,7 @@ def copy_with_newest_tampered(trained: Path, to: Path, tamper: Tamper) -> tuple[
     return newest, previous
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_a_newest_checkpoint_that_does_not_fit_is_skipped_for_the_previous_one(
     trained: Path, tmp_path: Path, case: str, caplog: pytest.LogCaptureFixture
@@ -198,6 +199,7 @@ def test_a_newest_checkpoint_that_does_not_fit_is_skipped_for_the_previous_one(
     assert problem in warnings[0]
 
 
+@pytest.mark.slow
 def test_the_run_goes_on_from_the_previous_checkpoint_to_the_end(
     trained: Path, tmp_path: Path
 ) -> None:
@@ -207,6 +209,7 @@ def test_the_run_goes_on_from_the_previous_checkpoint_to_the_end(
     assert state.iteration == 6
 
 
+@pytest.mark.slow
 def test_a_run_whose_checkpoints_all_misfit_is_one_line_exit_2(
     trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -235,6 +238,7 @@ def test_a_config_change_is_still_refused_as_one_before_the_contents(
         SSLTrainer(wider).setup()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tamper", "problem"),
     [
@@ -255,6 +259,7 @@ def test_export_refuses_weights_that_do_not_fit_the_backbone(
     assert not (tmp_path / "out.pth").exists()
 
 
+@pytest.mark.slow
 def test_export_of_a_misfit_checkpoint_is_one_line_exit_2(
     trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -265,6 +270,7 @@ def test_export_of_a_misfit_checkpoint_is_one_line_exit_2(
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_an_untampered_run_exports_and_resumes_from_its_newest(
     trained: Path, tmp_path: Path
 ) -> None:

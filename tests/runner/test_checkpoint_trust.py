@@ -56,6 +56,7 @@ def flip_a_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 def test_export_refuses_a_checkpoint_that_does_not_match_its_checksum(
     trained: Path, tmp_path: Path
 ) -> None:
@@ -66,6 +67,7 @@ def test_export_refuses_a_checkpoint_that_does_not_match_its_checksum(
     assert not (tmp_path / "out.pth").exists()
 
 
+@pytest.mark.slow
 def test_pretrained_weights_are_verified_too(trained: Path, tmp_path: Path) -> None:
     run = copy_run(trained, tmp_path / "run")
     newest = list_checkpoints(run)[-1]
@@ -162,6 +164,7 @@ def test_plot_of_a_corrupt_curves_file_is_one_line_exit_2(
     assert read_curves(tmp_path).phases == [{"phase_idx": 0, "loss": 1.0}]
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_the_start_is_one_line_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -25,6 +25,7 @@ FAST = [
 ]
 
 
+@pytest.mark.slow
 def test_validate_accepts_the_shipped_recipe(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(RECIPE)]) == 0
     assert "valid" in capsys.readouterr().out
@@ -67,6 +68,7 @@ def test_missing_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "config file not found" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_train_writes_the_run_directory_then_resumes_one_more_epoch(tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert main(["train", str(RECIPE), f"checkpoint.dir={run}", *FAST, "-q"]) == 0
@@ -90,6 +92,7 @@ def test_train_writes_the_run_directory_then_resumes_one_more_epoch(tmp_path: Pa
     assert "resum" in (run / "log.txt").read_text()
 
 
+@pytest.mark.slow
 def test_finished_run_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     args = ["train", str(RECIPE), f"checkpoint.dir={run}", *FAST]
@@ -98,6 +101,7 @@ def test_finished_run_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "training already complete" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_console_script_prints_help_with_examples() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "hookbus", "train", "--help"],

@@ -40,6 +40,7 @@ def one_line(capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_non_finite_loss_exits_1_naming_the_iteration(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

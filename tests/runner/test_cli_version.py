@@ -26,6 +26,7 @@ def test_version_is_the_packages_version() -> None:
     assert version("hookbus") == hookbus.__version__
 
 
+@pytest.mark.slow
 def test_version_runs_as_a_command_without_importing_torch() -> None:
     probe = (
         "import sys\n"

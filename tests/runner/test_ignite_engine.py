@@ -320,6 +320,7 @@ def test_cli_terminate_exits_0_with_one_line_and_the_rerun_says_finished(
     assert "5/5 in all" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_train_from_python_shows_the_log_on_the_console(tmp_path: Path) -> None:
     script = f"""
 from tests.conftest import tiny_config

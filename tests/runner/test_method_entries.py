@@ -24,6 +24,7 @@ from hookbus.engine.methods import (
     default_method,
     methods_in_order,
     readers,
+    section_readers,
 )
 from hookbus.hooks.defaults import method_hooks
 from hookbus.hooks.registry import HOOKS
@@ -84,7 +85,7 @@ def test_the_prose_check_still_sees_code() -> None:
     assert "A method entry" not in code_without_prose(path)
 
 
-def test_hookbus_ships_twelve_methods_in_the_docs_order() -> None:
+def test_hookbus_ships_fourteen_methods_in_the_docs_order() -> None:
     assert ENTRIES == [
         "nt_xent",
         "moco",
@@ -92,6 +93,8 @@ def test_hookbus_ships_twelve_methods_in_the_docs_order() -> None:
         "byol",
         "swav",
         "dino",
+        "dinov2",
+        "ibot",
         "barlow_twins",
         "vicreg",
         "simsiam",
@@ -129,7 +132,7 @@ def test_a_method_reading_prototypes_needs_them(name: str) -> None:
 
 def test_the_predictor_and_prototype_readers_are_the_known_ones() -> None:
     assert readers("predictor") == ["byol", "moco_v3", "nnclr", "simsiam"]
-    assert readers("prototypes") == ["dino", "swav"]
+    assert readers("prototypes") == ["dino", "dinov2", "ibot", "swav"]
 
 
 @pytest.mark.parametrize("name", [n for n in ENTRIES if METHODS.get(n).views.minimum == 2])
@@ -222,6 +225,61 @@ def test_a_registered_method_adds_its_hooks_to_the_default_set(
     cfg = config(loss={"name": spec.name})
     names = [hook.name for hook in default_hooks(cfg)]
     assert names[:3] == ["timing", "meter_sync", "key_queue"]
+
+
+VIT_PROTOTYPES = {"backbone": {"name": "vit_tiny"}, "prototypes": PART_ON["prototypes"]}
+
+
+def test_a_section_is_read_by_its_method_and_the_methods_that_list_it() -> None:
+    assert section_readers("dino") == ["dino", "dinov2", "ibot"]
+    assert section_readers("ibot") == ["dinov2", "ibot"]
+    assert section_readers("dinov2") == ["dinov2"]
+    assert section_readers("moco") == ["moco"]
+
+
+@pytest.mark.parametrize(
+    ("name", "loss"),
+    [
+        ("dinov2", {"dino": {"freeze_last_layer_epochs": 0}, "ibot": {"loss_weight": 2.0}}),
+        ("ibot", {"dino": {"global_views": 1}, "ibot": {"mask_probability": 1.0}}),
+    ],
+)
+def test_a_method_sets_the_sections_it_reads(name: str, loss: dict[str, Any]) -> None:
+    cfg = config(loss={"name": name, **loss}, model=VIT_PROTOTYPES)
+    assert cfg.loss.name == name
+
+
+@pytest.mark.parametrize(
+    ("name", "loss", "expected"),
+    [
+        (
+            "swav",
+            {"ibot": {"loss_weight": 2.0}},
+            "loss.ibot.loss_weight is read by loss.name dinov2 and ibot only, not swav; remove it",
+        ),
+        (
+            "ibot",
+            {"dinov2": {"koleo_weight": 0.0}},
+            "loss.dinov2.koleo_weight is read by loss.name dinov2 only, not ibot; remove it",
+        ),
+        (
+            "my_loss",
+            {"dinov2": {"sinkhorn_iterations": 5}},
+            "loss.dinov2.sinkhorn_iterations "
+            "is read by loss.name dinov2 only, not my_loss; remove it",
+        ),
+    ],
+)
+def test_an_exclusive_section_is_refused_under_a_method_that_does_not_read_it(
+    name: str, loss: dict[str, Any], expected: str
+) -> None:
+    message = refusal(loss={"name": name, **loss}, model=VIT_PROTOTYPES)
+    assert message.endswith(expected)
+
+
+def test_a_section_not_marked_exclusive_is_left_to_any_method() -> None:
+    cfg = config(loss={"name": "nt_xent", "moco": {"queue_size": 8}})
+    assert cfg.loss.moco.queue_size == 8
 
 
 def test_views_refuse_more_than_their_maximum(monkeypatch: pytest.MonkeyPatch) -> None:

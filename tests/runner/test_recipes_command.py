@@ -155,6 +155,7 @@ def test_show_with_a_typo_exits_2_naming_the_close_recipes(
     assert "did you mean byol_digits" in captured.err
 
 
+@pytest.mark.slow
 def test_recipes_loads_no_torch() -> None:
     script = (
         "import contextlib, io, sys; from hookbus.cli import main\n"

@@ -46,6 +46,7 @@ def test_a_lock_is_exclusive_and_released(tmp_path: Path) -> None:
     RunLock.acquire(tmp_path / "run").release()
 
 
+@pytest.mark.slow
 def test_a_second_process_is_refused_naming_the_holder(tmp_path: Path) -> None:
     holder = hold_lock(tmp_path / "run")
     try:
@@ -57,6 +58,7 @@ def test_a_second_process_is_refused_naming_the_holder(tmp_path: Path) -> None:
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
     holder = hold_lock(tmp_path / "run")
     os.kill(holder.pid, signal.SIGKILL)
@@ -66,6 +68,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
     assert state.iteration == 3
 
 
+@pytest.mark.slow
 def test_train_refuses_a_busy_directory_before_touching_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

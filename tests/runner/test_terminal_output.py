@@ -106,6 +106,7 @@ def run_in_a_terminal(args: list[str]) -> tuple[int, str]:
     return process.wait(timeout=120), received.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_hookbus_train_on_a_terminal_keeps_bars_and_log_lines_apart(tmp_path: Path) -> None:
     status, received = run_in_a_terminal(
         [

@@ -1,0 +1,126 @@
+"""iBOT: DINO's class-token self-distillation plus a masked patch-token loss, with
+running centers for both."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, model_validator
+
+from hookbus.engine.methods import MethodHook, MethodSpec, register_method
+from hookbus.engine.section import Decay, Section
+
+if TYPE_CHECKING:
+    from hookbus.engine.config import Config
+
+
+class IbotConfig(Section):
+    """iBOT's masked patch-token loss (loss.name ibot and dinov2): the student sees its
+    global views with block-wise masked patches, the teacher sees them whole, and each
+    masked patch token predicts the teacher's. The class-token part, the teacher and its
+    temperatures are ``loss.dino``'s."""
+
+    mask_probability: float = Field(
+        0.5, ge=0, le=1, description="share of the global views that are masked"
+    )
+    mask_ratio: tuple[Decay, Decay] = Field(
+        (0.1, 0.5),
+        description="range of the share of a masked view's patches that are masked, "
+        "spread evenly over the masked views of a batch",
+    )
+    loss_weight: float = Field(1.0, ge=0, le=100, description="weight of the patch loss")
+    separate_head: bool = Field(
+        False,
+        description="the patch tokens get their own head (model.head's sizes) and "
+        "last layer; false: they share the class token's (DINOv2's default)",
+    )
+    patch_prototypes: int = Field(
+        0, ge=0, le=10**6, description="separate_head: outputs of the patch head's last layer"
+    )
+    patch_center_momentum: float = Field(
+        0.9, ge=0, lt=1, description="loss.name ibot: EMA momentum of the patch center"
+    )
+
+    @model_validator(mode="after")
+    def _ratios_and_head(self) -> IbotConfig:
+        low, high = self.mask_ratio
+        if not 0 <= low <= high <= 1:
+            raise ValueError(f"mask_ratio must be [low, high] in [0, 1], got {self.mask_ratio}")
+        if self.separate_head != bool(self.patch_prototypes):
+            raise ValueError(
+                "loss.ibot.separate_head and loss.ibot.patch_prototypes go together: a "
+                "separate patch head needs its number of outputs, a shared one has none"
+            )
+        return self
+
+
+def check_vit(cfg: Config) -> None:
+    """iBOT and DINOv2 mask the patches of a Vision Transformer (or a Python backbone)."""
+    name = cfg.model.backbone.name
+    if not name.startswith("vit_") and not cfg.from_python.backbone:
+        raise ValueError(
+            f"loss.name {cfg.loss.name} masks the patches of a Vision Transformer: "
+            f"model.backbone.name must be vit_tiny, vit_s16 or vit_b16 (got {name})"
+        )
+
+
+def teacher_params(cfg: Config) -> dict[str, Any]:
+    """The momentum teacher of iBOT and DINOv2: ``loss.dino``'s schedule and global views
+    (the teacher sees them whole)."""
+    dino = cfg.loss.dino
+    return {
+        "momentum": dino.momentum,
+        "final_momentum": dino.final_momentum,
+        "views": dino.global_views,
+        "shuffle_seed": cfg.trainer.seed,
+    }
+
+
+def centering_params(cfg: Config, centering: bool) -> dict[str, Any]:
+    """``dino_centering`` from ``loss.dino``: the teacher temperature, and a running class
+    center when ``centering``."""
+    dino = cfg.loss.dino
+    return {
+        "center_momentum": dino.center_momentum,
+        "teacher_temperature": dino.teacher_temperature,
+        "warmup_teacher_temperature": dino.warmup_teacher_temperature,
+        "warmup_epochs": dino.warmup_teacher_epochs,
+        "centering": centering,
+    }
+
+
+def patch_centering_params(cfg: Config) -> dict[str, Any]:
+    """``patch_centering`` at ``loss.ibot.patch_center_momentum``."""
+    return {"center_momentum": cfg.loss.ibot.patch_center_momentum}
+
+
+def freeze_params(cfg: Config) -> dict[str, Any]:
+    """``freeze_prototypes`` for ``loss.dino.freeze_last_layer_epochs`` (both last layers
+    when the patch tokens have a head of their own)."""
+    return {"epochs": cfg.loss.dino.freeze_last_layer_epochs}
+
+
+IBOT = register_method(
+    MethodSpec(
+        name="ibot",
+        title="iBOT",
+        parts=("prototypes",),
+        section=IbotConfig,
+        reads=("dino",),
+        exclusive_section=True,
+        hooks=(
+            MethodHook(
+                "momentum_teacher", teacher_params, role="teacher, on the whole global views"
+            ),
+            MethodHook(
+                "dino_centering",
+                lambda cfg: centering_params(cfg, True),
+                role="class center, temperature",
+            ),
+            MethodHook("patch_centering", patch_centering_params, role="patch center"),
+            MethodHook("freeze_prototypes", freeze_params, role="last layers"),
+        ),
+        check=check_vit,
+        order=54,
+    )
+)

@@ -1,0 +1,196 @@
+"""The model of iBOT and DINOv2: a ViT whose masked global views predict the teacher's
+class and patch tokens (Zhou et al., "iBOT", 2022; Oquab et al., "DINOv2", 2024)."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import cast
+
+import torch
+from torch import Tensor, nn
+
+from hookbus.engine.config import Config
+from hookbus.parts.models.block_masks import draw_batch_masks
+from hookbus.parts.models.fine_tune import vit_depths
+from hookbus.parts.models.heads import MLPHead, Prototypes
+from hookbus.parts.models.ssl_model import ModelOutput
+from hookbus.parts.models.vit import ViTBackbone
+
+TEACHER_MASKS = "patch_masks"
+"""The batch key that makes a forward the teacher's: the student's masks, which the
+momentum teacher passes on, say where the targets of the patch loss are."""
+
+
+class MaskedDistillationModel(nn.Module):
+    """A ViT ``backbone``, the class-token head (``head`` then ``prototypes``, DINO's)
+    and the patch-token head: its own (``patch_head``, ``patch_prototypes``) or, when
+    those are None, the class-token head shared (DINOv2's default, iBOT's too).
+
+    The student's forward, ``batch["views"]`` with the ``global_views`` global views
+    first (of one size): masks ``[G * B, N]`` are drawn for the global views
+    (:func:`~hookbus.parts.models.block_masks.draw_batch_masks`, ``mask_probability``,
+    ``mask_ratio``), the masked patches' embeddings replaced by ``mask_token`` (zeros at
+    first) and the global views encoded together; the other views are encoded whole,
+    once per run of views of one size. Output: per view ``"view_features"`` (class
+    token), ``"embeddings"`` and ``"scores"``; ``"patch_masks"`` (the masks, bool) and
+    ``"patch_scores"`` ``[M, K']``, the patch head on the ``M`` masked patch tokens in
+    mask order (image by image, patches row by row).
+
+    The teacher's forward, with ``batch["patch_masks"]`` (the student's masks): the
+    views (the global ones) encoded whole; ``"scores"`` per view and ``"patch_scores"``
+    at the masked places. With ``batch["image"]``: ``"features"``, the class token of
+    the clean images, as :class:`SSLModel` gives them.
+    """
+
+    def __init__(
+        self,
+        backbone: ViTBackbone,
+        head: nn.Module,
+        prototypes: nn.Module,
+        *,
+        patch_head: nn.Module | None = None,
+        patch_prototypes: nn.Module | None = None,
+        global_views: int = 2,
+        mask_probability: float = 0.5,
+        mask_ratio: tuple[float, float] = (0.1, 0.5),
+        layer_decay: float = 1.0,
+        patch_embedding_lr_scale: float = 1.0,
+    ) -> None:
+        super().__init__()
+        if (patch_head is None) != (patch_prototypes is None):
+            raise ValueError("a separate patch head needs both patch_head and patch_prototypes")
+        self.backbone = backbone
+        self.head = head
+        self.prototypes = prototypes
+        self.patch_head = patch_head
+        self.patch_prototypes = patch_prototypes
+        self.mask_token = nn.Parameter(torch.zeros(backbone.out_dim))
+        self.global_views = global_views
+        self.mask_probability = mask_probability
+        self.mask_ratio = mask_ratio
+        self.layer_decay = layer_decay
+        self.patch_embedding_lr_scale = patch_embedding_lr_scale
+
+    def patch_scores(self, tokens: Tensor) -> Tensor:
+        """The patch head's scores ``[M, K']`` of patch tokens ``[M, width]`` (no rows
+        when no patch is masked: the head, whose BatchNorm needs rows, is not run)."""
+        head, prototypes = self.head, self.prototypes
+        if self.patch_head is not None and self.patch_prototypes is not None:
+            head, prototypes = self.patch_head, self.patch_prototypes
+        if not len(tokens):
+            weight = cast(Tensor, prototypes.weight)  # [K', width]
+            return tokens.new_zeros(0, weight.shape[0])
+        return prototypes(head(tokens))
+
+    def forward(self, batch: dict) -> ModelOutput:
+        """The outputs of a batch dict (see the class)."""
+        if "views" not in batch and "image" not in batch:
+            raise KeyError("MaskedDistillationModel needs a batch with 'views' and/or 'image'")
+        output: ModelOutput = {}
+        if "views" in batch:
+            views = list(batch["views"])
+            if len(views) < self.global_views:
+                raise ValueError(
+                    f"{self.global_views} global views are masked, got {len(views)} views"
+                )
+            output.update(self._views(views, batch.get(TEACHER_MASKS)))
+        if "image" in batch:
+            output["features"] = self.backbone(batch["image"])
+        return output
+
+    def _views(self, views: list[Tensor], teacher_masks: Tensor | None) -> ModelOutput:
+        global_views = views[: self.global_views]
+        if len({view.shape for view in global_views}) != 1:
+            raise ValueError("the global views of iBOT and DINOv2 must have one size")
+        images = torch.cat(global_views)
+        patch = self.backbone.patch_size
+        rows, cols = images.shape[-2] // patch, images.shape[-1] // patch
+        if teacher_masks is None:
+            masks = draw_batch_masks(
+                len(images), rows, cols, self.mask_probability, self.mask_ratio, images.device
+            )
+            cls, patches = self.backbone.tokens(images, masks, self.mask_token)
+        else:
+            masks = teacher_masks
+            cls, patches = self.backbone.tokens(images)
+        features = [cls] + [
+            self.backbone(torch.cat(list(group)))
+            for _, group in groupby(views[self.global_views :], key=lambda view: view.shape[-2:])
+        ]
+        features_all = torch.cat(features)
+        sizes = [len(view) for view in views]
+        embeddings = self.head(features_all)
+        output: ModelOutput = {
+            "view_features": list(features_all.split(sizes)),
+            "embeddings": list(embeddings.split(sizes)),
+            "scores": list(self.prototypes(embeddings).split(sizes)),
+            "patch_scores": self.patch_scores(patches[masks]),
+        }
+        if teacher_masks is None:
+            output[TEACHER_MASKS] = masks
+        return output
+
+    def encode(self, images: Tensor) -> Tensor:
+        """Backbone features ``[B, D]`` (the class token) of ``images``."""
+        return self.backbone(images)
+
+    def lr_scales(self) -> dict[str, float]:
+        """The learning-rate multiplier of each parameter, by name (DINOv2's pre-training
+        groups): ``layer_decay ** (L + 1 - d)`` for a backbone parameter at depth ``d``
+        (:func:`~hookbus.parts.models.fine_tune.vit_depths`) and for the mask token
+        (depth 0), times ``patch_embedding_lr_scale`` for the patch embedding; the heads
+        learn at the scheduled rate. Empty when both are 1."""
+        if self.layer_decay == 1 and self.patch_embedding_lr_scale == 1:
+            return {}
+        depths = vit_depths(self.backbone)
+        top = len(self.backbone.encoder.layers) + 1
+        scales = {"mask_token": self.layer_decay**top}
+        for name, depth in depths.items():
+            scale = self.layer_decay ** (top - depth)
+            if name.startswith("conv_proj."):
+                scale *= self.patch_embedding_lr_scale
+            scales[f"backbone.{name}"] = scale
+        return scales
+
+    def no_weight_decay(self) -> set[str]:
+        """No matrix is kept out of weight decay (biases, norms and the mask token, which
+        is a vector, are left out by the optimizer's rule)."""
+        return set()
+
+
+def build_masked_distillation(
+    cfg: Config, backbone: nn.Module, name: str | None, head: MLPHead, prototypes: Prototypes
+) -> MaskedDistillationModel:
+    """The :class:`MaskedDistillationModel` of ``cfg`` (``loss.ibot``,
+    ``loss.dino.global_views``, ``loss.dinov2``'s learning-rate multipliers) on
+    ``backbone`` (named ``name`` in messages), which must be a :class:`ViTBackbone`,
+    with the class-token ``head`` and ``prototypes``; with ``loss.ibot.separate_head`` a
+    patch head of the same sizes and ``loss.ibot.patch_prototypes`` outputs."""
+    if not isinstance(backbone, ViTBackbone):
+        raise ValueError(
+            f"loss.name {cfg.loss.name} masks the patches of a Vision Transformer (vit_tiny, "
+            f"vit_s16, vit_b16): {name!r} is a {type(backbone).__name__}"
+        )
+    ibot, model = cfg.loss.ibot, cfg.model
+    patch_head = patch_prototypes = None
+    if ibot.separate_head:
+        dims = [backbone.out_dim if size == "backbone" else size for size in model.head.dims]
+        patch_head = MLPHead(
+            dims,
+            model.head.batch_norm,
+            model.head.output_batch_norm,
+            hidden_bias=model.head.hidden_bias,
+        )
+        patch_prototypes = Prototypes(dims[-1], ibot.patch_prototypes, model.prototypes.weight_norm)
+    return MaskedDistillationModel(
+        backbone,
+        head,
+        prototypes,
+        patch_head=patch_head,
+        patch_prototypes=patch_prototypes,
+        global_views=cfg.loss.dino.global_views,
+        mask_probability=ibot.mask_probability,
+        mask_ratio=(ibot.mask_ratio[0], ibot.mask_ratio[1]),
+        layer_decay=cfg.loss.dinov2.layer_decay,
+        patch_embedding_lr_scale=cfg.loss.dinov2.patch_embedding_lr_scale,
+    )
