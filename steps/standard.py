@@ -11,6 +11,7 @@ from torch.nn.parallel import DistributedDataParallel
 from hookbus.engine.distributed import all_reduce_mean
 from hookbus.engine.events import SSLEvents
 from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.state import RunState
 from hookbus.parts.models.compiled import uncompiled
 from hookbus.parts.optim import learning_rate, set_learning_rate, set_weight_decay, weight_decay
 from hookbus.steps.registry import register_train_step
@@ -106,14 +107,13 @@ def standard_train_step(engine: RunEngine, batch: Any) -> torch.Tensor:
 
         with autocast:
             loss = state.loss_fn(output, batch)
-        step_loss = all_reduce_mean(loss.detach())
-        state.add_loss(step_loss)
+        state.add_loss(all_reduce_mean(loss.detach()))
         for meter in state.meters:
             meter.update(output, batch)
         engine.fire_event(SSLEvents.ON_LOSS_AND_METER)
 
         if not train:
-            return step_loss
+            return _step_loss(state)
         optimizer = state.optimizer
         if first:
             optimizer.zero_grad(set_to_none=True)
@@ -143,4 +143,10 @@ def standard_train_step(engine: RunEngine, batch: Any) -> torch.Tensor:
             optimizer.step()
         state.count_update()
         engine.fire_event(SSLEvents.ON_UPDATE)
-    return step_loss
+    return _step_loss(state)
+
+
+def _step_loss(state: RunState) -> torch.Tensor:
+    """The step's output: ``state.loss`` as the step's hooks left it (set by ``add_loss``
+    before ``on_loss_and_meter``; a hook may replace it, and handlers read the output)."""
+    return cast(torch.Tensor, state.loss)

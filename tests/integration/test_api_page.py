@@ -22,11 +22,24 @@ def defining_path(module: str, name: str) -> str:
     return f"{getattr(value, '__module__', module)}.{name}"
 
 
+def documented_object(path: str) -> object:
+    """What a ``::: path`` line of the page documents: the object at ``path`` (a name
+    may be documented where users import it, e.g. a package that re-exports it)."""
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return importlib.import_module(path)
+
+
 def test_every_name_hookbus_exports_is_on_the_page() -> None:
+    on_page = [documented_object(path) for path in DOCUMENTED]
     missing = [
         name
         for name in hookbus.__all__
-        if name not in REGISTRIES and defining_path("hookbus", name) not in DOCUMENTED
+        if name not in REGISTRIES
+        and defining_path("hookbus", name) not in DOCUMENTED
+        and not any(getattr(hookbus, name) is value for value in on_page)
     ]
     assert missing == []
 
