@@ -8,9 +8,9 @@ need it first.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Size = Annotated[int, Field(ge=1, le=65_536)]
 """A layer width or a count of features: 1 to 65536."""
@@ -50,3 +50,24 @@ class MomentumSchedule(Section):
 
     momentum: float = Field(0.99, ge=0, le=1, description="EMA momentum at the first step")
     final_momentum: float = Field(1.0, ge=0, le=1, description="EMA momentum at the last step")
+
+
+class TokenTransformerSection(Section):
+    """A narrow transformer over patch tokens with the fixed 2-D sine-cosine position
+    embedding (a method's decoder or predictor): its ``width``, ``depth``, ``heads`` and
+    ``mlp_dim`` are declared by the subclass; here, the rule that they fit together."""
+
+    if TYPE_CHECKING:  # declared by the subclass, in its own order and with its defaults
+        width: int
+        heads: int
+
+    @model_validator(mode="after")
+    def _width_fits(self) -> TokenTransformerSection:
+        if self.width % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
+        if self.width % 4:
+            raise ValueError(
+                f"width ({self.width}) must be a multiple of 4: the fixed 2-D sine-cosine "
+                "position embedding gives each axis a sine and a cosine half"
+            )
+        return self

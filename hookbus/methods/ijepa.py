@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field, model_validator
 
 from hookbus.engine.methods import MethodHook, MethodSpec, ModelSection, Views, register_method
-from hookbus.engine.section import MomentumSchedule, Positive, Section
+from hookbus.engine.section import MomentumSchedule, Positive, TokenTransformerSection
 
 if TYPE_CHECKING:
     from hookbus.engine.config import Config
@@ -49,7 +49,7 @@ class IjepaConfig(MomentumSchedule):
         return self
 
 
-class IjepaPredictorConfig(Section):
+class IjepaPredictorConfig(TokenTransformerSection):
     """I-JEPA's predictor: a narrow ViT from the context tokens and the target blocks'
     positions to the target tokens (built only when ``loss.name`` is ``ijepa``)."""
 
@@ -64,17 +64,6 @@ class IjepaPredictorConfig(Section):
     mlp_dim: int | None = Field(
         None, ge=1, le=32_768, description="hidden size of each block's MLP; None: 4 x width"
     )
-
-    @model_validator(mode="after")
-    def _width_fits(self) -> IjepaPredictorConfig:
-        if self.width % self.heads:
-            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
-        if self.width % 4:
-            raise ValueError(
-                f"width ({self.width}) must be a multiple of 4: the fixed 2-D sine-cosine "
-                "position embedding gives each axis a sine and a cosine half"
-            )
-        return self
 
 
 def check_ijepa(cfg: Config) -> None:

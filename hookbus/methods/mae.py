@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from hookbus.engine.methods import MethodSpec, ModelSection, Views, register_method
-from hookbus.engine.section import Section
+from hookbus.engine.section import Section, TokenTransformerSection
 
 if TYPE_CHECKING:
     from hookbus.engine.config import Config
@@ -26,7 +26,7 @@ class MaeConfig(Section):
     )
 
 
-class MaeDecoderConfig(Section):
+class MaeDecoderConfig(TokenTransformerSection):
     """MAE's light decoder: transformer blocks from the encoded visible patches and mask
     tokens to the pixels of every patch (built only when ``loss.name`` is ``mae``)."""
 
@@ -38,17 +38,6 @@ class MaeDecoderConfig(Section):
     mlp_dim: int | None = Field(
         None, ge=1, le=32_768, description="hidden size of each block's MLP; None: 4 x width"
     )
-
-    @model_validator(mode="after")
-    def _width_fits(self) -> MaeDecoderConfig:
-        if self.width % self.heads:
-            raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
-        if self.width % 4:
-            raise ValueError(
-                f"width ({self.width}) must be a multiple of 4: the fixed 2-D sine-cosine "
-                "position embedding gives each axis a sine and a cosine half"
-            )
-        return self
 
 
 def check_mae(cfg: Config) -> None:
