@@ -55,7 +55,7 @@ class SmallViewsConfig(Section):
 
 class ViewAugmentConfig(Section):
     """The probabilities of one large view where they differ from the shared ones of
-    ``data.torchvision`` (BYOL's two views: blur 1.0 and 0.1, solarization 0.0 and 0.2);
+    ``data.torchvision`` (e.g. blur 1.0 and 0.1, solarization 0.0 and 0.2 on two views);
     a key left unset (null) keeps the shared value."""
 
     flip_prob: float | None = Field(
@@ -76,9 +76,9 @@ class ViewAugmentConfig(Section):
 
 
 class TorchvisionAugmentConfig(Section):
-    """The SimCLR-family augmentations of the image pipelines (``data.pipeline``
-    ``torchvision`` and ``crop_first``): one set of distributions for every view, and
-    per-view probabilities in ``per_view``."""
+    """The crop, flip, colour, blur and solarize augmentations of the image pipelines
+    (``data.pipeline`` ``torchvision`` and ``crop_first``): one set of distributions for
+    every view, and per-view probabilities in ``per_view``."""
 
     crop_scale: tuple[float, float] = Field(
         (0.14, 1.0), description="random resized crop of the large views: area range"

@@ -14,8 +14,8 @@ class KnnMeterConfig(Section):
     k: int = Field(20, ge=1, le=100_000, description="neighbours")
     vote: Literal["majority", "weighted"] = Field(
         "majority",
-        description="majority: one vote per neighbour; weighted: DINO's kNN vote, each "
-        "neighbour weighted by exp(cosine similarity / temperature)",
+        description="majority: one vote per neighbour; weighted: each neighbour's vote "
+        "weighted by exp(cosine similarity / temperature)",
     )
     temperature: float = Field(
         0.07, ge=1e-3, le=100, description="temperature of the weighted vote"

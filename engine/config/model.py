@@ -86,22 +86,22 @@ class ViTConfig(Section):
     freeze_patch_embedding: bool = Field(
         False,
         description="keep the patch embedding (conv_proj) at its random init: no gradient, "
-        "no update (MoCo v3's random patch projection, for stability)",
+        "no update (a random patch projection, for stability)",
     )
     position_embedding: Literal["learned", "sincos"] = Field(
         "learned",
         description="the encoder's position embedding: learned (torchvision's), or sincos, "
-        "the fixed 2-D sine-cosine table of MoCo v3 and MAE (frozen; kept under "
+        "the fixed 2-D sine-cosine table (frozen; kept under "
         "torchvision's key; the width a multiple of 4)",
     )
     patch_embedding_init: Literal["torchvision", "xavier_uniform"] = Field(
         "torchvision",
         description="init of the patch embedding (conv_proj): torchvision's truncated normal, "
-        "or xavier_uniform over the kernel as a Linear layer, bias zero (MoCo v3, MAE)",
+        "or xavier_uniform over the kernel as a Linear layer, bias zero",
     )
     class_token_init: Literal["zeros", "normal"] = Field(
         "zeros",
-        description="init of the class token: zeros (torchvision's), or normal with std 0.02 (MAE)",
+        description="init of the class token: zeros (torchvision's), or normal with std 0.02",
     )
     drop_path: float = Field(
         0.0,
@@ -120,7 +120,7 @@ class ViTConfig(Section):
         0,
         ge=0,
         le=64,
-        description="register tokens (DINOv2 with registers: 4): learned tokens beside the "
+        description="register tokens (4 in the registers paper): learned tokens beside the "
         "class token, dropped from the outputs; a backbone with them does not export to "
         "torchvision's VisionTransformer",
     )
@@ -158,7 +158,7 @@ class BackboneConfig(Section):
     zero_init_residual: bool = Field(
         False,
         description="resnet18, resnet50: start the last BatchNorm of every residual block at "
-        "a zero scale, so each block starts as the identity (MoCo v3, SimSiam)",
+        "a zero scale, so each block starts as the identity",
     )
     image_size: int | None = Field(
         None,
@@ -189,12 +189,12 @@ class HeadConfig(Section):
     output_batch_norm: Literal["none", "affine", "no_affine"] = Field(
         "none",
         description="BatchNorm after the last layer (then without bias): affine with a "
-        "learned scale and shift (NNCLR), no_affine without (SimSiam, MoCo v3); none: a "
+        "learned scale and shift, no_affine without; none: a "
         "plain Linear",
     )
     hidden_bias: bool = Field(
         True,
-        description="biases on the hidden layers; false: none (MoCo v3, SimSiam, NNCLR code)",
+        description="biases on the hidden layers; false: none",
     )
 
     @model_validator(mode="after")
@@ -210,7 +210,8 @@ class HeadConfig(Section):
 
 
 class PredictorConfig(Section):
-    """The prediction MLP on top of the projection head (BYOL)."""
+    """The prediction MLP on top of the projection head, for the methods whose online
+    branch predicts the other branch's embedding."""
 
     dims: list[Size] = Field(
         default_factory=list,
@@ -220,7 +221,7 @@ class PredictorConfig(Section):
     output_batch_norm: Literal["none", "affine", "no_affine"] = Field(
         "none",
         description="BatchNorm after the last layer (then without bias), as "
-        "model.head.output_batch_norm (MoCo v3's ViT predictor: no_affine)",
+        "model.head.output_batch_norm",
     )
     hidden_bias: bool = Field(
         True, description="biases on the hidden layers; false: none, as model.head.hidden_bias"
@@ -243,13 +244,15 @@ class PredictorConfig(Section):
 
 
 class PrototypesConfig(Section):
-    """A linear layer without bias on the L2-normalised embeddings (SwAV, DINO)."""
+    """A linear layer without bias on the L2-normalised embeddings: the scores that a
+    clustering or self-distillation loss reads."""
 
     count: int = Field(0, ge=0, le=10**6, description="prototypes (output scores); 0: none")
     weight_norm: bool = Field(
         False,
-        description="use L2-normalised prototype weights in the forward (DINO's "
-        "weight-normalised last layer); SwAV normalises them in a hook instead",
+        description="use L2-normalised prototype weights in the forward (a "
+        "weight-normalised last layer); false: the weights as stored, which a method may "
+        "normalise in a hook instead",
     )
 
     @model_validator(mode="after")

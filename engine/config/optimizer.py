@@ -26,25 +26,24 @@ class OptimizerConfig(Section):
         gt=0,
         le=10,
         description="weight decay at the end of a cosine from optimizer.weight_decay over "
-        "the run, set every iteration (DINO: 0.04 to 0.4); unset: constant",
+        "the run, set every iteration (e.g. 0.04 to 0.4); unset: constant",
     )
     exclude_bias_and_norm_from_weight_decay: bool = Field(
         True,
         description="no weight decay (nor, with lars, trust ratio) on biases and "
-        "normalisation weights (DINO, MAE, LARS methods); false decays every parameter "
-        "(SimSiam's and MoCo v3's ViT code)",
+        "normalisation weights; false decays every parameter",
     )
     fixed_lr_for: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")]] = Field(
         default_factory=list,
         max_length=16,
         description="model parts (e.g. predictor) that keep optimizer.lr while the "
-        "schedule moves the rest (SimSiam's predictor)",
+        "schedule moves the rest",
     )
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD and LARS momentum")
     betas: tuple[Decay, Decay] = Field(
         (0.9, 0.999),
         description="AdamW: decay rates of the gradient's running mean and of its square "
-        "(MAE pre-training uses [0.9, 0.95])",
+        "(masked-image pre-training often uses [0.9, 0.95])",
     )
     trust_coefficient: float = Field(
         0.001, gt=0, le=10, description="LARS: the trust ratio's coefficient (eta)"
