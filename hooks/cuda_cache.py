@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from hookbus.engine.config import Config
+from hookbus.engine.config import CudaCacheConfig
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -48,9 +48,9 @@ class CudaCacheHook(Hook):
         self.clear_freq = clear_freq
 
     @classmethod
-    def from_config(cls, cfg: Config) -> Self:
-        """The hook at ``cfg.model.cuda_cache.clear_freq``."""
-        return cls(clear_freq=cfg.model.cuda_cache.clear_freq)
+    def from_section(cls, section: CudaCacheConfig) -> Self:
+        """From its own section, ``model.cuda_cache``: clearing every ``clear_freq`` steps."""
+        return cls(clear_freq=section.clear_freq)
 
     def on_step(self, engine: RunEngine) -> None:
         if self.every_n_train_iterations(engine, self.clear_freq) and is_cuda(engine.state.device):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
@@ -33,21 +35,40 @@ for _module in pkgutil.iter_modules(method_hook_modules.__path__):
     importlib.import_module(f"{method_hook_modules.__name__}.{_module.name}")
 
 
-OPTIONAL_HOOKS: tuple[tuple[str, Callable[[Config], Hook]], ...] = (
-    ("hooks.nan_check.enabled", NanCheckHook.from_config),
-    ("hooks.log.enabled", LogHook.from_config),
-    ("hooks.progress_bar.enabled", ProgressBarHook.from_config),
-    ("hooks.metrics_json.enabled", MetricsJsonHook.from_config),
-    ("hooks.tensorboard.enabled", TensorBoardHook.from_config),
-    ("hooks.summary_plot.enabled", SummaryPlotHook.from_config),
-    ("model.cuda_cache.clear_cuda_cache", CudaCacheHook.from_config),
-    ("hooks.evaluation_report.enabled", EvaluationReportHook.from_config),
-    ("hooks.online_probe.enabled", OnlineProbeHook.from_config),
-    ("hooks.wandb.enabled", WandbHook.from_config),
-    ("hooks.mlflow.enabled", MlflowHook.from_config),
+@dataclass(frozen=True)
+class OptionalHook:
+    """A standard hook that a config turns on: ``on`` is the boolean key that turns it
+    on; ``build`` makes the hook from the section at the dotted key ``reads`` (its own
+    section, for a hook that needs no other), or from the whole config when ``reads`` is
+    empty (a hook that reads several sections)."""
+
+    on: str
+    build: Callable[[Any], Hook]
+    reads: str = ""
+
+    def hook(self, cfg: Config) -> Hook:
+        """The hook this row builds for ``cfg``."""
+        return self.build(_value(cfg, self.reads) if self.reads else cfg)
+
+
+OPTIONAL_HOOKS: tuple[OptionalHook, ...] = (
+    OptionalHook("hooks.nan_check.enabled", NanCheckHook.from_config),
+    OptionalHook("hooks.log.enabled", LogHook.from_config),
+    OptionalHook("hooks.progress_bar.enabled", ProgressBarHook.from_config),
+    OptionalHook("hooks.metrics_json.enabled", MetricsJsonHook.from_config),
+    OptionalHook("hooks.tensorboard.enabled", TensorBoardHook.from_config),
+    OptionalHook("hooks.summary_plot.enabled", SummaryPlotHook.from_config),
+    OptionalHook(
+        "model.cuda_cache.clear_cuda_cache", CudaCacheHook.from_section, reads="model.cuda_cache"
+    ),
+    OptionalHook("hooks.evaluation_report.enabled", EvaluationReportHook.from_config),
+    OptionalHook(
+        "hooks.online_probe.enabled", OnlineProbeHook.from_section, reads="hooks.online_probe"
+    ),
+    OptionalHook("hooks.wandb.enabled", WandbHook.from_config),
+    OptionalHook("hooks.mlflow.enabled", MlflowHook.from_config),
 )
-"""The standard hooks a config turns on, in attach order: each with the key that turns it
-on, and how it is built from the config (its ``from_config``)."""
+"""The standard hooks a config turns on, in attach order."""
 
 
 def default_hooks(cfg: Config) -> list[Hook]:
@@ -63,18 +84,18 @@ def default_hooks(cfg: Config) -> list[Hook]:
     ``params``.
     """
     hooks: list[Hook] = [TimingHook.from_config(cfg), MeterSyncHook(), *method_hooks(cfg)]
-    hooks += [build(cfg) for key, build in OPTIONAL_HOOKS if _is_on(cfg, key)]
+    hooks += [row.hook(cfg) for row in OPTIONAL_HOOKS if _value(cfg, row.on) is True]
     hooks.append(CheckpointHook.from_config(cfg))
     hooks += extra_hooks(cfg)
     return hooks
 
 
-def _is_on(cfg: Config, key: str) -> bool:
-    """The boolean at the dotted ``key`` of ``cfg``."""
+def _value(cfg: Config, key: str) -> Any:
+    """The value (a section or a setting) at the dotted ``key`` of ``cfg``."""
     value: object = cfg
     for part in key.split("."):
         value = getattr(value, part)
-    return value is True
+    return value
 
 
 def extra_hooks(cfg: Config) -> list[Hook]:
@@ -106,3 +127,18 @@ def method_hooks(cfg: Config) -> list[Hook]:
         for use in spec.hooks
         if use.when is None or use.when(cfg)
     ]
+
+
+def method_hook(cfg: Config, name: str) -> Hook:
+    """The hook registered as ``name`` as the method of ``cfg`` (``loss.name``) builds it,
+    from its entry's parameters; a ValueError when that method has no such hook or its
+    condition is off for ``cfg``. The one way to build a method's hook by hand from a
+    config (``SSLTrainer(cfg, hooks=[method_hook(cfg, "key_queue"), ...])``)."""
+    spec = method_of(cfg.loss.name)
+    uses = [use for use in spec.hooks if use.name == name] if spec else []
+    if not uses:
+        raise ValueError(f"loss.name {cfg.loss.name} has no hook {name!r}")
+    use = uses[0]
+    if use.when is not None and not use.when(cfg):
+        raise ValueError(f"loss.name {cfg.loss.name}: hook {name!r} is off for this config")
+    return HOOKS.get(name)(**use.params(cfg))

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hookbus.engine import distributed
-from hookbus.engine.config import Config
+from hookbus.engine.config import OnlineProbeConfig
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -92,9 +92,8 @@ class OnlineProbeHook(Hook):
         self._labels_checked = False
 
     @classmethod
-    def from_config(cls, cfg: Config) -> OnlineProbeHook:
-        """From ``hooks.online_probe``."""
-        section = cfg.hooks.online_probe
+    def from_section(cls, section: OnlineProbeConfig) -> OnlineProbeHook:
+        """From its own section, ``hooks.online_probe``."""
         if section.num_classes is None:
             raise ValueError("hooks.online_probe.num_classes is required")
         return cls(

@@ -7,7 +7,6 @@ from typing import Any, cast
 import torch
 
 from hookbus.engine import distributed
-from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -58,17 +57,6 @@ class DinoCenteringHook(Hook):
         self.warmup_epochs = warmup_epochs
         self.centering = centering
         self.center: torch.Tensor | None = None
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> DinoCenteringHook:
-        """From ``loss.dino``."""
-        dino = cfg.loss.dino
-        return cls(
-            center_momentum=dino.center_momentum,
-            teacher_temperature=dino.teacher_temperature,
-            warmup_teacher_temperature=dino.warmup_teacher_temperature,
-            warmup_epochs=dino.warmup_teacher_epochs,
-        )
 
     def temperature(self, epoch: int) -> float:
         """Teacher temperature of train phase ``epoch`` (0-based, ``state.train_phase_idx``).

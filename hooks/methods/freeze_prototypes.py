@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -36,14 +35,6 @@ class FreezePrototypesHook(Hook):
             raise ValueError(f"iterations and epochs must be >= 0, got {iterations}, {epochs}")
         self.iterations = iterations
         self.epochs = epochs
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> FreezePrototypesHook:
-        """SwAV: ``loss.swav.freeze_prototypes_iterations``; DINO:
-        ``loss.dino.freeze_last_layer_epochs``."""
-        if cfg.loss.name == "dino":
-            return cls(epochs=cfg.loss.dino.freeze_last_layer_epochs)
-        return cls(iterations=cfg.loss.swav.freeze_prototypes_iterations)
 
     def frozen(self, iteration: int, train_phase_idx: int) -> bool:
         """Whether the prototypes get no update at train iteration ``iteration`` (counted

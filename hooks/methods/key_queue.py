@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 
 from hookbus.engine import distributed
-from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -45,11 +44,6 @@ class KeyQueueHook(Hook):
         super().__init__()
         self.buffer = RingBuffer(size)
         self.size = size
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> KeyQueueHook:
-        """A queue of ``loss.moco.queue_size`` keys."""
-        return cls(cfg.loss.moco.queue_size)
 
     @property
     def keys(self) -> torch.Tensor | None:

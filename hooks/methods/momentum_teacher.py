@@ -10,7 +10,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -90,20 +89,6 @@ class MomentumTeacherHook(Hook):
         self.teacher: nn.Module | None = None
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._loaded: dict[str, Any] | None = None
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> MomentumTeacherHook:
-        """The teacher of ``loss.name`` moco, moco_v3, byol, dino or ijepa, from that loss's section
-        (shuffle-BN from ``loss.moco.shuffle_bn``, seeded by ``trainer.seed``)."""
-        name = cfg.loss.name
-        section = getattr(cfg.loss, name)
-        return cls(
-            momentum=section.momentum,
-            final_momentum=section.final_momentum,
-            views=cfg.loss.dino.global_views if name == "dino" else None,
-            shuffle_bn=name == "moco" and cfg.loss.moco.shuffle_bn,
-            shuffle_seed=cfg.trainer.seed,
-        )
 
     def on_start(self, engine: RunEngine) -> None:
         state = engine.state

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 
 from hookbus.engine import distributed
-from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -48,11 +47,6 @@ class NnclrSupportHook(Hook):
         super().__init__()
         self.buffer = RingBuffer(size)
         self.size = size
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> NnclrSupportHook:
-        """A support set of ``loss.nnclr.queue_size`` embeddings."""
-        return cls(cfg.loss.nnclr.queue_size)
 
     @property
     def support(self) -> torch.Tensor | None:

@@ -8,7 +8,6 @@ from typing import Any
 import torch
 
 from hookbus.engine import distributed
-from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -46,11 +45,6 @@ class PatchCenteringHook(Hook):
             raise ValueError(f"center_momentum must be in [0, 1), got {center_momentum}")
         self.center_momentum = center_momentum
         self.center: torch.Tensor | None = None
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> PatchCenteringHook:
-        """From ``loss.ibot.patch_center_momentum``."""
-        return cls(center_momentum=cfg.loss.ibot.patch_center_momentum)
 
     def on_start(self, engine: RunEngine) -> None:
         if self.center is not None:

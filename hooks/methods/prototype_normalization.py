@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -29,11 +28,6 @@ class PrototypeNormalizationHook(Hook):
     """
 
     priority = Priority.METHOD + 20
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> PrototypeNormalizationHook:
-        """The hook (it has no settings)."""
-        return cls()
 
     def on_start(self, engine: RunEngine) -> None:
         if engine.state.resumed_from is None:

@@ -9,7 +9,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from hookbus.engine import distributed
-from hookbus.engine.config import Config
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -55,14 +54,6 @@ class SwavQueueHook(Hook):
         self.assign_views = assign_views
         # One buffer for every view: its rows along dim 1, [assign_views, size, D].
         self.buffer = RingBuffer(size, dim=1)
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> SwavQueueHook:
-        """From ``loss.swav``: ``queue_size``, ``queue_start_epoch``, ``assign_views``."""
-        swav = cfg.loss.swav
-        return cls(
-            swav.queue_size, start_epoch=swav.queue_start_epoch, assign_views=swav.assign_views
-        )
 
     def on_start(self, engine: RunEngine) -> None:
         state = engine.state

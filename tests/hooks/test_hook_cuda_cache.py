@@ -30,10 +30,10 @@ def test_registered_with_priority() -> None:
     assert CudaCacheHook(clear_freq=1).name == "cuda_cache"
 
 
-def test_from_config_uses_clear_freq() -> None:
+def test_from_section_uses_clear_freq() -> None:
     cfg = Config()
     cfg.model.cuda_cache.clear_freq = 25
-    assert CudaCacheHook.from_config(cfg).clear_freq == 25
+    assert CudaCacheHook.from_section(cfg.model.cuda_cache).clear_freq == 25
 
 
 def test_empties_cache_every_clear_freq_train_iterations(cleared: list[int]) -> None:

@@ -7,6 +7,7 @@ import torch
 
 from hookbus import FakeEngine
 from hookbus.engine.config_io import validate_config
+from hookbus.hooks.defaults import method_hook
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook, cosine_momentum
 from tests.method_parts import small_model, views_batch
 
@@ -72,12 +73,13 @@ def test_state_loaded_before_start_replaces_the_copy_at_start() -> None:
         assert torch.equal(restored.teacher.state_dict()[key], value)
 
 
-def test_from_config_reads_the_method_section() -> None:
+def test_the_dino_entry_builds_it_from_the_method_section() -> None:
     cfg = validate_config(
         {
             "loss": {"name": "dino", "dino": {"momentum": 0.9, "global_views": 2}},
             "model": {"prototypes": {"count": 8}},
         }
     )
-    hook = MomentumTeacherHook.from_config(cfg)
+    hook = method_hook(cfg, "momentum_teacher")
+    assert isinstance(hook, MomentumTeacherHook)
     assert (hook.momentum, hook.final_momentum, hook.views) == (0.9, 1.0, 2)

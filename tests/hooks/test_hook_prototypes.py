@@ -7,6 +7,7 @@ import torch
 
 from hookbus import FakeEngine
 from hookbus.engine.config_io import validate_config
+from hookbus.hooks.defaults import method_hook
 from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
 from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
 from tests.method_parts import small_model
@@ -58,7 +59,7 @@ def test_frozen_prototypes_lose_their_gradients_only(
     assert model.head.layers[0].weight.grad is not None
 
 
-def test_freeze_from_config_per_method() -> None:
+def test_freeze_is_built_by_each_method_from_its_own_setting() -> None:
     swav = validate_config(
         {
             "loss": {"name": "swav", "swav": {"freeze_prototypes_iterations": 7}},
@@ -71,5 +72,5 @@ def test_freeze_from_config_per_method() -> None:
             "model": {"prototypes": {"count": 4}},
         }
     )
-    assert vars(FreezePrototypesHook.from_config(swav))["iterations"] == 7
-    assert vars(FreezePrototypesHook.from_config(dino))["epochs"] == 2
+    assert vars(method_hook(swav, "freeze_prototypes"))["iterations"] == 7
+    assert vars(method_hook(dino, "freeze_prototypes"))["epochs"] == 2

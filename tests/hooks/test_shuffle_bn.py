@@ -11,6 +11,8 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from hookbus import FakeEngine, SSLEvents, load_config
+from hookbus.engine.config import Config
+from hookbus.hooks.defaults import method_hook
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.hooks.methods.shuffle_bn import batch_permutation, shuffled_forward
 from tests.loss_reference import on_two_ranks, two_rank_results
@@ -78,16 +80,21 @@ def test_one_process_runs_the_plain_forward() -> None:
         assert torch.equal(a, b)
 
 
+def teacher(cfg: Config) -> MomentumTeacherHook:
+    """The teacher hook as the method of ``cfg`` builds it."""
+    hook = method_hook(cfg, "momentum_teacher")
+    assert isinstance(hook, MomentumTeacherHook)
+    return hook
+
+
 def test_moco_turns_shuffle_bn_on_by_default_and_the_other_methods_do_not() -> None:
-    moco = MomentumTeacherHook.from_config(
-        load_config(ROOT / "configs" / "moco_digits.yaml", ["trainer.seed=7"])
-    )
+    moco = teacher(load_config(ROOT / "configs" / "moco_digits.yaml", ["trainer.seed=7"]))
     assert (moco.shuffle_bn, moco.shuffle_seed) == (True, 7)
     off = load_config(ROOT / "configs" / "moco_digits.yaml", ["loss.moco.shuffle_bn=false"])
-    assert not MomentumTeacherHook.from_config(off).shuffle_bn
+    assert not teacher(off).shuffle_bn
     for method in ("byol", "dino"):
         cfg = load_config(ROOT / "configs" / f"{method}_digits.yaml")
-        assert not MomentumTeacherHook.from_config(cfg).shuffle_bn, method
+        assert not teacher(cfg).shuffle_bn, method
 
 
 @pytest.mark.slow
