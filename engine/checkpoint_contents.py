@@ -32,6 +32,7 @@ stopped_by    None or a string; ``phase_done`` a bool
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,17 @@ import torch
 from torch import Tensor
 
 from hookbus.engine.checkpoint_io import COUNTER_KEYS
-from hookbus.engine.config_changes import check_epochs, check_world_size, config_changes
+from hookbus.engine.config_changes import (
+    check_epochs,
+    check_world_size,
+    config_changes,
+    elastic_resume,
+    saved_world_size,
+)
 from hookbus.engine.errors import CheckpointError
 from hookbus.engine.state import RunState
+
+logger = logging.getLogger("hookbus")
 
 Number = (int, float)
 """Types a number of a state may be saved as (``bool`` is an ``int``)."""
@@ -82,11 +91,18 @@ def check_checkpoint_contents(
             if key in checkpoint and type(checkpoint[key]) is not int:
                 raise _Misfit(key, f"must be an int, not {_kind(checkpoint[key])}")
         mid_phase = not checkpoint.get("phase_done", True)
+        elastic = elastic_resume(checkpoint, state.cfg, state.world_size)
         changes = config_changes(
-            dict(saved_config or {}), state.cfg, mid_phase=mid_phase, source=source
+            dict(saved_config or {}),
+            state.cfg,
+            mid_phase=mid_phase,
+            source=source,
+            elastic=elastic and saved_world_size(checkpoint) != state.world_size,
         )
         check_epochs(checkpoint, state.cfg, source)
-        check_world_size(checkpoint, state.world_size, source)
+        resumed_elsewhere = check_world_size(checkpoint, state.cfg, state.world_size, source)
+        if resumed_elsewhere is not None:
+            logger.warning("%s", resumed_elsewhere)
         _check_counters(state, checkpoint, mid_phase)
         _check_modules(state, checkpoint, mid_phase)
         _check_optimizer(state.optimizer, checkpoint["optimizer"])

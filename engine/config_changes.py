@@ -15,7 +15,8 @@ have (a newer or older hookbus) are left out of the comparison.
 Two more checks compare the checkpoint with the run rather than key by key: a run
 cannot train fewer epochs than its checkpoint has done (:func:`check_epochs`), and it
 goes on with the number of processes its checkpoint was trained with
-(:func:`check_world_size`).
+(:func:`check_world_size`), unless its data's order does not depend on them and the
+global batch is kept (:func:`elastic_resume`).
 """
 
 from __future__ import annotations
@@ -75,16 +76,25 @@ def _matches(key: str, patterns: tuple[str, ...]) -> bool:
 
 
 def config_changes(
-    saved: dict[str, Any] | None, cfg: Config, *, mid_phase: bool, source: str
+    saved: dict[str, Any] | None,
+    cfg: Config,
+    *,
+    mid_phase: bool,
+    source: str,
+    elastic: bool = False,
 ) -> list[str]:
     """The safe changes from ``saved`` (a checkpoint's config) to ``cfg``, as lines
-    ``key: old -> new``; raises :class:`ConfigError` naming every refused change."""
+    ``key: old -> new``; raises :class:`ConfigError` naming every refused change. With
+    ``elastic`` (:func:`elastic_resume`: another number of processes, the same global
+    batch) ``data.batch_size`` may change too."""
     if not saved:
         return []
     before = flatten(saved)
     after = flatten(cfg.model_dump(mode="json"))
     changed = sorted(key for key in before.keys() & after.keys() if before[key] != after[key])
     safe = SAFE if mid_phase else SAFE + SAFE_AT_PHASE_BOUNDARY
+    if elastic:
+        safe += ("data.batch_size",)
     refused = [key for key in changed if not _matches(key, safe)]
     if refused:
         listed = "; ".join(f"{key}: {before[key]!r} -> {after[key]!r}" for key in refused)
@@ -120,17 +130,74 @@ def saved_world_size(checkpoint: dict[str, Any]) -> int:
     return int(saved.get("nproc_per_node", 1))
 
 
-def check_world_size(checkpoint: dict[str, Any], world_size: int, source: str) -> None:
+ELASTIC_DATA: tuple[str, ...] = ("shards",)
+"""The ``data.name`` values whose train order is a function of the seed, the epoch and
+the global batch, not of the number of ranks (streaming's partition, with a fixed
+``data.shards.canonical_nodes``): a checkpoint of such data resumes on another number of
+processes that keeps the global batch."""
+
+
+def elastic_resume(checkpoint: dict[str, Any], cfg: Config, world_size: int) -> bool:
+    """Whether ``checkpoint``, trained by another number of processes than the run of
+    ``cfg`` on ``world_size``, may go on there: both read data of :data:`ELASTIC_DATA`
+    with the same ``data.shards.canonical_nodes``, under DDP (a sharded model resumes on
+    other ranks at a phase end only), and keep the global batch (``data.batch_size x
+    processes``), so every global batch after the checkpoint holds the same samples."""
+    saved = checkpoint.get("config") or {}
+    saved_data = saved.get("data", {})
+    if cfg.data.name not in ELASTIC_DATA or saved_data.get("name") != cfg.data.name:
+        return False
+    if (
+        cfg.distributed.strategy != "ddp"
+        or saved.get("distributed", {}).get("strategy", "ddp") != "ddp"
+    ):
+        return False
+    if saved_data.get("shards", {}).get("canonical_nodes") != cfg.data.shards.canonical_nodes:
+        return False
+    saved_batch = saved_data.get("batch_size")
+    return saved_batch is not None and saved_batch * saved_world_size(checkpoint) == (
+        cfg.data.batch_size * world_size
+    )
+
+
+def check_world_size(
+    checkpoint: dict[str, Any], cfg: Config, world_size: int, source: str
+) -> str | None:
     """Refuse, with a :class:`ConfigError`, to resume ``checkpoint`` with another number
-    of processes than trained it. ``world_size`` is the run's own (the process group's,
-    as torchrun, the local launcher or SLURM set it), not the config key that asked for
-    it. The global batch, each rank's share of the samples and the samples a checkpoint
-    taken inside a phase skips depend on it, so the run would not go on as it began."""
+    of processes than trained it, unless :func:`elastic_resume` allows it; returns the
+    line to log for such a resume (None for the same number). ``world_size`` is the
+    run's own (the process group's, as torchrun, the local launcher or SLURM set it), not
+    the config key that asked for it. The global batch, each rank's share of the samples
+    and the samples a checkpoint taken inside a phase skips depend on it, so the run
+    would not go on as it began."""
     saved = saved_world_size(checkpoint)
-    if saved != world_size:
-        raise ConfigError(
-            f"checkpoint {source} was trained by {saved} process{'es' * (saved != 1)}, "
-            f"and this run has {world_size}: a resumed run keeps its number of processes. "
-            f"Run it with {saved} in all (distributed.nproc_per_node={saved}, or as many "
-            "torchrun ranks), or train afresh in another checkpoint.dir"
+    if saved == world_size:
+        return None
+    if elastic_resume(checkpoint, cfg, world_size):
+        batch = cfg.data.batch_size * world_size
+        return (
+            f"checkpoint {source} was trained by {saved} process{'es' * (saved != 1)}; this "
+            f"run goes on with {world_size} and the same global batch of {batch} "
+            f"(data.batch_size {cfg.data.batch_size}): the same samples in every global "
+            "batch, but BatchNorm statistics and augmentations are drawn per rank's batch, "
+            "so the weights are not those of a run that never changed"
         )
+    hint = ""
+    saved_batch = (checkpoint.get("config") or {}).get("data", {}).get("batch_size")
+    if cfg.data.name in ELASTIC_DATA and saved_batch is not None:
+        total = saved_batch * saved
+        keep = (
+            f"data.batch_size={total // world_size}"
+            if total % world_size == 0
+            else f"a number of processes that divides its global batch of {total}"
+        )
+        hint = (
+            f" (data.name {cfg.data.name} resumes on another number of processes under "
+            f"DDP with the same data.shards.canonical_nodes and global batch: {keep})"
+        )
+    raise ConfigError(
+        f"checkpoint {source} was trained by {saved} process{'es' * (saved != 1)}, "
+        f"and this run has {world_size}: a resumed run keeps its number of processes"
+        f"{hint}. Run it with {saved} in all (distributed.nproc_per_node={saved}, or as "
+        "many torchrun ranks), or train afresh in another checkpoint.dir"
+    )

@@ -4,7 +4,10 @@ from them, the streaming library's order is deterministic, and resume is exact."
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,14 @@ import torch
 
 from hookbus import SSLTrainer, load_config
 from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.errors import ConfigError, DataError, PreemptedError, UserError
+from hookbus.engine.config_changes import check_world_size
+from hookbus.engine.errors import (
+    PREEMPTED_EXIT_STATUS,
+    ConfigError,
+    DataError,
+    PreemptedError,
+    UserError,
+)
 from hookbus.parts.data import datasets
 from hookbus.parts.data import shards as shards_module
 from hookbus.parts.data.image_folder import ImageFolderDataset
@@ -20,6 +30,7 @@ from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset, build_shards
 from hookbus.parts.data.shards_sampler import ShardSampler
 from hookbus.shard import write_shards
 from tests.photos import CLASSES, make_photo_folder
+from tests.sample_log import global_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "configs" / "simclr_imagefolder_resnet18_small.yaml"
@@ -173,6 +184,75 @@ def test_a_run_stopped_mid_phase_resumes_as_if_never_stopped(shards: Path, tmp_p
     assert resumed["iteration"] == expected["iteration"] == 6
     for name, value in expected["model"].items():
         assert torch.equal(resumed["model"][name], value), name
+
+
+def _train_two_ranks(run: Path, shards: Path, *overrides: str) -> int:
+    """A run of the recipe on 2 gloo ranks (the local launcher); its exit status."""
+    command = [sys.executable, "-m", "hookbus", "train", str(RECIPE), *SMALL]
+    command += [f"data.shards.path={shards}", f"checkpoint.dir={run}", *overrides]
+    command += ["distributed.nproc_per_node=2", "distributed.backend=gloo", "-q"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode in (0, PREEMPTED_EXIT_STATUS), done.stdout + done.stderr
+    return done.returncode
+
+
+def _recording(log: Path, stop_at: int | None = None) -> tuple[str, str]:
+    """The overrides that write down each rank's samples at ``log`` and, with
+    ``stop_at``, stop the run at that train iteration as a preemption would."""
+    extra = f"{{name: record_samples, params: {{path: '{log}'}}}}"
+    if stop_at is not None:
+        extra += f", {{name: request_stop, params: {{rank: 0, at_iteration: {stop_at}}}}}"
+    return "trainer.imports=[tests.sample_log,tests.failure_hooks]", f"hooks.extra=[{extra}]"
+
+
+@pytest.mark.slow
+def test_a_run_stopped_mid_phase_resumes_on_another_number_of_ranks(
+    shards: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """2 ranks x 2 stopped at step 1 of 3 of the second phase go on as 1 rank x 4, and
+    1 x 4 stopped at step 2 go on as 2 x 2: every global batch, the resumed ones
+    included, holds the samples of an uninterrupted run's, none read twice."""
+    _train(tmp_path / "reference", shards, *_recording(tmp_path / "reference.log"))
+    expected = global_batches(tmp_path / "reference.log")
+    assert sorted(expected) == [1, 2, 3, 4, 5, 6]
+    assert all(len(batch) == 4 for batch in expected.values())
+    assert sorted(i for step in (4, 5, 6) for i in expected[step]) == list(range(12))
+
+    two_then_one, log = tmp_path / "two_then_one", tmp_path / "two_then_one.log"
+    status = _train_two_ranks(two_then_one, shards, "data.batch_size=2", *_recording(log, 4))
+    assert status == PREEMPTED_EXIT_STATUS
+    stopped = newest_valid_checkpoint(two_then_one)[1]
+    assert (stopped["iteration"], stopped["phase_done"], stopped["world_size"]) == (4, False, 2)
+    with caplog.at_level("WARNING", logger="hookbus"):
+        _train(two_then_one, shards, *_recording(log))
+    assert "trained by 2 processes; this run goes on with 1 and the same global batch of 4" in (
+        caplog.text
+    )
+    assert global_batches(log) == expected
+
+    one_then_two, log = tmp_path / "one_then_two", tmp_path / "one_then_two.log"
+    with pytest.raises(PreemptedError):
+        _train(one_then_two, shards, *_recording(log, 5))
+    assert _train_two_ranks(one_then_two, shards, "data.batch_size=2", *_recording(log)) == 0
+    resumed = newest_valid_checkpoint(one_then_two)[1]
+    assert (resumed["iteration"], resumed["phase_done"], resumed["world_size"]) == (6, True, 2)
+    assert global_batches(log) == expected
+
+
+def test_shards_resumed_on_another_number_of_ranks_must_keep_the_global_batch(
+    shards: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    with pytest.raises(PreemptedError):
+        _train(run, shards, *_recording(tmp_path / "log", 2))
+    checkpoint = newest_valid_checkpoint(run)[1]
+    cfg = load_config(RECIPE, [*SMALL, f"data.shards.path={shards}", f"checkpoint.dir={run}"])
+    with pytest.raises(ConfigError, match="global batch: data.batch_size=2\\)"):
+        check_world_size(checkpoint, cfg, 2, "ckpt")
+    assert check_world_size(checkpoint, cfg.model_copy(deep=True), 1, "ckpt") is None
 
 
 @pytest.mark.parametrize(

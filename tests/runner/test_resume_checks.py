@@ -13,10 +13,12 @@ from hookbus import ConfigError, SSLTrainer
 from hookbus.cli import main
 from hookbus.engine import distributed
 from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
+from hookbus.engine.config import Config
 from hookbus.engine.config_changes import (
     check_epochs,
     check_world_size,
     config_changes,
+    elastic_resume,
     saved_world_size,
 )
 from hookbus.parts import task
@@ -130,16 +132,88 @@ def test_the_processes_that_trained_a_checkpoint(
     assert saved_world_size(checkpoint) == trained_by
 
 
-def test_torchrun_and_the_launcher_resume_each_others_checkpoints_of_the_same_size() -> None:
-    check_world_size(world(2, nproc_per_node=1), 2, "ckpt")  # torchrun's, by the launcher
-    check_world_size(world(2, nproc_per_node=2), 2, "ckpt")  # the launcher's, by torchrun
+def test_torchrun_and_the_launcher_resume_each_others_checkpoints_of_the_same_size(
+    tmp_path: Path,
+) -> None:
+    cfg = tiny_config(tmp_path)
+    assert check_world_size(world(2, nproc_per_node=1), cfg, 2, "ckpt") is None  # torchrun's
+    assert check_world_size(world(2, nproc_per_node=2), cfg, 2, "ckpt") is None  # launcher's
 
 
-def test_a_change_in_the_number_of_processes_is_refused_both_ways() -> None:
-    with pytest.raises(ConfigError, match="trained by 2 processes, and this run has 1"):
-        check_world_size(world(2), 1, "ckpt")
-    with pytest.raises(ConfigError, match="trained by 1 process, and this run has 4"):
-        check_world_size(world(1, nproc_per_node=1), 4, "ckpt")
+def test_a_change_in_the_number_of_processes_is_refused_both_ways(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path)
+    with pytest.raises(ConfigError, match="trained by 2 processes, and this run has 1: a res"):
+        check_world_size(world(2), cfg, 1, "ckpt")
+    with pytest.raises(ConfigError, match="trained by 1 process, and this run has 4: a res"):
+        check_world_size(world(1, nproc_per_node=1), cfg, 4, "ckpt")
+
+
+def shards_config(
+    folder: Path, batch_size: int, canonical_nodes: int = 1, **sections: dict[str, Any]
+) -> Config:
+    """A tiny config that reads shards (a folder with an index: validation reads no
+    more) with ``batch_size`` a rank."""
+    (folder / "index.json").write_text("{}")
+    shards = {"path": str(folder), "canonical_nodes": canonical_nodes}
+    data = {"name": "shards", "shards": shards, "batch_size": batch_size}
+    return tiny_config(folder / "run", data=data, **sections)
+
+
+def shards_checkpoint(cfg: Config, world_size: int) -> dict[str, Any]:
+    return {"config": cfg.model_dump(mode="json"), "world_size": world_size}
+
+
+@pytest.mark.parametrize(
+    ("trained", "resumed"),
+    [((1, 8), (2, 4)), ((2, 4), (1, 8)), ((4, 2), (2, 4)), ((2, 4), (8, 1))],
+)
+def test_shards_resume_on_another_number_of_processes_with_the_same_global_batch(
+    tmp_path: Path, trained: tuple[int, int], resumed: tuple[int, int]
+) -> None:
+    (saved_world, saved_batch), (world_size, batch) = trained, resumed
+    checkpoint = shards_checkpoint(shards_config(tmp_path, saved_batch), saved_world)
+    cfg = shards_config(tmp_path, batch)
+    assert elastic_resume(checkpoint, cfg, world_size)
+    line = check_world_size(checkpoint, cfg, world_size, "ckpt")
+    assert line is not None
+    assert f"goes on with {world_size} and the same global batch of 8 " in line
+    assert "the weights are not those of a run that never changed" in line
+    changes = config_changes(checkpoint["config"], cfg, mid_phase=True, source="ckpt", elastic=True)
+    assert changes == [f"data.batch_size: {saved_batch} -> {batch}"]
+    with pytest.raises(ConfigError, match=r"data.batch_size: \d -> \d"):
+        config_changes(checkpoint["config"], cfg, mid_phase=True, source="ckpt")
+
+
+@pytest.mark.parametrize(
+    ("world_size", "batch", "sections", "hint"),
+    [
+        (2, 8, {}, "global batch: data.batch_size=4)"),  # the global batch doubles
+        (3, 3, {}, "a number of processes that divides its global batch of 8)"),
+        (2, 4, {"distributed": {"strategy": "fsdp"}}, "data.batch_size=4)"),
+    ],
+)
+def test_shards_on_another_number_of_processes_are_refused_without_the_same_global_batch(
+    tmp_path: Path, world_size: int, batch: int, sections: dict[str, Any], hint: str
+) -> None:
+    checkpoint = shards_checkpoint(shards_config(tmp_path, 8), 1)
+    cfg = shards_config(tmp_path, batch, **sections)
+    assert not elastic_resume(checkpoint, cfg, world_size)
+    with pytest.raises(ConfigError) as error:
+        check_world_size(checkpoint, cfg, world_size, "ckpt")
+    message = str(error.value)
+    assert f"trained by 1 process, and this run has {world_size}" in message
+    assert message.split(" (data.name shards resumes")[1].startswith(" on another number")
+    assert hint in message
+
+
+def test_other_canonical_nodes_or_other_data_keep_the_number_of_processes(tmp_path: Path) -> None:
+    checkpoint = shards_checkpoint(shards_config(tmp_path, 8), 1)
+    regrouped = shards_config(tmp_path, 4, canonical_nodes=2)
+    assert not elastic_resume(checkpoint, regrouped, 2)
+    folder = tiny_config(tmp_path / "run", data={"batch_size": 4})
+    assert not elastic_resume(checkpoint, folder, 2)
+    with pytest.raises(ConfigError, match="keeps its number of processes. Run it with 1"):
+        check_world_size(checkpoint, folder, 2, "ckpt")
 
 
 def test_the_launch_key_alone_may_change(tmp_path: Path) -> None:
