@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from hookbus.engine.run_engine import RunEngine
     from hookbus.engine.state import RunState
     from hookbus.engine.testing import FakeEngine
-    from hookbus.hooks.defaults import default_hooks
+    from hookbus.hooks.defaults import default_hooks, method_hook
     from hookbus.hooks.registry import HOOKS, register_hook
     from hookbus.parts.data import DATASETS
     from hookbus.parts.losses import LOSSES
@@ -65,6 +65,7 @@ _PUBLIC: dict[str, str] = {
     "default_hooks": "hookbus.hooks.defaults",
     "embed_images": "hookbus.embed",
     "load_config": "hookbus.engine.config_io",
+    "method_hook": "hookbus.hooks.defaults",
     "prepare_engine": "hookbus.engine.bus",
     "register_hook": "hookbus.hooks.registry",
     "register_train_step": "hookbus.steps.registry",
@@ -95,6 +96,7 @@ __all__ = [
     "default_hooks",
     "embed_images",
     "load_config",
+    "method_hook",
     "prepare_engine",
     "register_hook",
     "register_train_step",
