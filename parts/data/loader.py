@@ -64,6 +64,12 @@ class _WorkerUserErrors:
         try:
             return next(self._batches)
         except UserError as exc:
+            # The workers are stopped now, while their queues are open: left to the
+            # garbage collector, torch's iterator is finalised after its queues and waits
+            # its whole join timeout (5 s) for each worker before the error is seen.
+            shutdown = getattr(self._batches, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
             message = worker_message(exc)
             if message is None:
                 raise

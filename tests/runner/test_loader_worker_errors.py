@@ -287,3 +287,18 @@ def test_hookbus_train_prints_the_one_line_with_loader_workers(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"hookbus train: error: cannot read image {root / 'a' / 'bad.jpg'}: ")
     assert len(err.splitlines()) == 1 and "worker" not in err, err
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_the_workers_are_stopped_when_their_error_is_raised(tmp_path: Path, pipeline: str) -> None:
+    """Stopped then, not by the garbage collector later (which waits out torch's join
+    timeout, 5 s a worker, before the run can end)."""
+    root = image_folder(tmp_path / "images")
+    (root / "b" / "bad.jpg").write_bytes(b"")
+    cfg = validate_config({"data": folder_config(root, pipeline, workers=2)})
+    batches = iter(build_data_loaders(cfg)["test"])
+    workers = batches._workers
+    assert len(workers) == 2 and all(worker.is_alive() for worker in workers)
+    with pytest.raises(DataError, match="cannot read image"):
+        list(batches)
+    assert [worker.is_alive() for worker in workers] == [False, False]
