@@ -41,12 +41,14 @@ FORCE:
 demo: $(STAMP)
 	$(BIN)/hookbus train configs/simclr_digits.yaml
 
-# The whole suite, as CI runs it (.ci/run); docs/guides/testing.md.
+# The whole suite, as CI runs it (.ci/run), on two pytest-xdist workers (each test file on
+# one: tests/conftest.py); docs/guides/testing.md.
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 	$(MAKE) --no-print-directory docs
 
 # The kernel, parts, hooks and steps tests not marked slow (no training past a few steps,
