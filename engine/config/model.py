@@ -143,12 +143,16 @@ class ViTConfig(Section):
     )
 
     @model_validator(mode="after")
-    def _heads_divide_the_width(self) -> ViTConfig:
+    def _a_rule_needs_a_rate(self) -> ViTConfig:
         if self.drop_path_rule != "linear" and not self.drop_path:
             raise ValueError(
                 f"drop_path_rule {self.drop_path_rule} spreads drop_path over the blocks, "
                 "but drop_path is 0 (no drop path): set drop_path, or remove drop_path_rule"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _heads_divide_the_width(self) -> ViTConfig:
         if self.width is not None and self.heads is not None and self.width % self.heads:
             raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
         if self.position_embedding == "sincos" and self.width is not None and self.width % 4:
