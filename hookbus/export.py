@@ -16,7 +16,6 @@ from hookbus.engine.sharded_checkpoint import load_whole_checkpoint
 from hookbus.output_paths import check_destination, write_output
 from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.build import backbone_config, zero_classifier_weights
-from hookbus.parts.models.layer_scale import fold_layer_scale
 from hookbus.parts.models.presets import RESNET_NAMES
 from hookbus.parts.models.pretrained import backbone_state_dict
 
@@ -77,6 +76,8 @@ def export_backbone(
         built = BACKBONES.get(backbone.name)(backbone)
         check_weights("model", weights, built.state_dict(), str(checkpoint))
     if cfg.from_python.backbone is None and backbone.vit.layer_scale is not None:
+        from hookbus.parts.models.layer_scale import fold_layer_scale
+
         folded = fold_layer_scale(weights)
         logger.info(
             "%s: folded the LayerScale of its ViT (model.backbone.vit.layer_scale, %d scales) "
