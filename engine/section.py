@@ -8,7 +8,7 @@ need it first.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -45,11 +45,26 @@ class Section(BaseModel):
 
 
 class MomentumSchedule(Section):
-    """An EMA momentum rising from ``momentum`` to ``final_momentum`` on a half cosine over
-    the run's train iterations."""
+    """An EMA momentum rising from ``momentum`` to ``final_momentum`` over the run's train
+    iterations, on a half cosine or on a straight line (``momentum_schedule``)."""
 
     momentum: float = Field(0.99, ge=0, le=1, description="EMA momentum at the first step")
     final_momentum: float = Field(1.0, ge=0, le=1, description="EMA momentum at the last step")
+    momentum_schedule: Literal["cosine", "linear"] = Field(
+        "cosine",
+        description="how the EMA momentum rises from momentum to final_momentum over the "
+        "train iterations: cosine, on a half cosine (slow, fast, slow); linear, by the same "
+        "amount every step",
+    )
+
+    def teacher_schedule(self) -> dict[str, Any]:
+        """The momentum teacher's schedule arguments: ``momentum``, ``final_momentum``
+        and ``schedule``."""
+        return {
+            "momentum": self.momentum,
+            "final_momentum": self.final_momentum,
+            "schedule": self.momentum_schedule,
+        }
 
 
 class TokenTransformerSection(Section):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 from pathlib import Path
 
 import torch
@@ -17,6 +18,8 @@ from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.build import backbone_config, zero_classifier_weights
 from hookbus.parts.models.presets import RESNET_NAMES
 from hookbus.parts.models.pretrained import backbone_state_dict
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_NUM_CLASSES = 1000
 """Rows of the zero classifier added to an exported ResNet (torchvision's default)."""
@@ -36,7 +39,12 @@ def export_backbone(
     torchvision model whose ``conv1`` is a 3x3 stride-1 convolution and whose ``maxpool`` is
     ``nn.Identity()``. A ViT (``vit_*``) gets a zero ``heads.head`` and loads into
     torchvision's ``VisionTransformer`` built with the run's sizes (see
-    :func:`hookbus.parts.models.vit.torchvision_vit`); a ``tv:<name>`` model gets its last
+    :func:`hookbus.parts.models.vit.torchvision_vit`); a ViT with LayerScale
+    (``model.backbone.vit.layer_scale``), whose scales torchvision's blocks have no place
+    for, has them folded into the linear layer that ends each branch
+    (:func:`~hookbus.parts.models.layer_scale.fold_layer_scale`: the same function, up to
+    float rounding, with torchvision's keys; logged), so the file loads into a ViT without
+    LayerScale, not back into one with it; a ``tv:<name>`` model gets its last
     Linear layer back as zeros and loads into ``torchvision.models.get_model(name,
     num_classes=num_classes)``; both with a matching first convolution when
     ``model.backbone.in_channels`` is not 3. The checkpoint must match its checksum file, as
@@ -67,6 +75,17 @@ def export_backbone(
     if cfg.from_python.backbone is None:
         built = BACKBONES.get(backbone.name)(backbone)
         check_weights("model", weights, built.state_dict(), str(checkpoint))
+    if cfg.from_python.backbone is None and backbone.vit.layer_scale is not None:
+        from hookbus.parts.models.layer_scale import fold_layer_scale
+
+        folded = fold_layer_scale(weights)
+        logger.info(
+            "%s: folded the LayerScale of its ViT (model.backbone.vit.layer_scale, %d scales) "
+            "into the attention and MLP output layers: the file loads into torchvision's "
+            "VisionTransformer, and into hookbus's ViT without layer_scale",
+            checkpoint,
+            folded,
+        )
     if cfg.from_python.backbone is None and backbone.name in RESNET_NAMES:
         features: int = built.out_dim  # type: ignore[assignment]  # set by every backbone
         weights["fc.weight"] = torch.zeros(num_classes, features)

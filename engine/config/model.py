@@ -109,7 +109,24 @@ class ViTConfig(Section):
         lt=1,
         description="stochastic depth: in training each block's attention and MLP branches "
         "are dropped per sample at a rate rising linearly to this at the last block "
-        "(fine-tuning ViT-B: 0.1); never in a forward without gradients (a momentum teacher)",
+        "(fine-tuning ViT-B: 0.1), or at this rate in every block with drop_path_rule "
+        "uniform; never in a forward without gradients (a momentum teacher)",
+    )
+    drop_path_rule: Literal["linear", "uniform"] = Field(
+        "linear",
+        description="how drop_path spreads over the blocks: linear, rising from 0 at the "
+        "first block to drop_path at the last; uniform, drop_path at every block (needs "
+        "drop_path above 0)",
+    )
+    layer_scale: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="LayerScale: each block's attention and MLP branch is multiplied, "
+        "channel by channel, by a learned vector starting at this value (1e-5 for ViT-S "
+        "and ViT-B, 1e-6 for ViT-L), so every block starts close to the identity; None: "
+        "none, torchvision's blocks. Adds two keys per block; an export folds them into "
+        "the branches' last linear layers",
     )
     activation_checkpointing: bool = Field(
         False,
@@ -124,6 +141,15 @@ class ViTConfig(Section):
         "class token, dropped from the outputs; a backbone with them does not export to "
         "torchvision's VisionTransformer",
     )
+
+    @model_validator(mode="after")
+    def _a_rule_needs_a_rate(self) -> ViTConfig:
+        if self.drop_path_rule != "linear" and not self.drop_path:
+            raise ValueError(
+                f"drop_path_rule {self.drop_path_rule} spreads drop_path over the blocks, "
+                "but drop_path is 0 (no drop path): set drop_path, or remove drop_path_rule"
+            )
+        return self
 
     @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:

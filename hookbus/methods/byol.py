@@ -20,8 +20,7 @@ BYOL = register_method(
             MethodHook(
                 "momentum_teacher",
                 lambda cfg: {
-                    "momentum": cfg.loss.byol.momentum,
-                    "final_momentum": cfg.loss.byol.final_momentum,
+                    **cfg.loss.byol.teacher_schedule(),
                     "shuffle_seed": cfg.trainer.seed,
                 },
                 role="target network",

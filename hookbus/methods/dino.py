@@ -42,8 +42,7 @@ DINO = register_method(
             MethodHook(
                 "momentum_teacher",
                 lambda cfg: {
-                    "momentum": cfg.loss.dino.momentum,
-                    "final_momentum": cfg.loss.dino.final_momentum,
+                    **cfg.loss.dino.teacher_schedule(),
                     "views": cfg.loss.dino.global_views,
                     "shuffle_seed": cfg.trainer.seed,
                 },

@@ -69,8 +69,7 @@ def teacher_params(cfg: Config) -> dict[str, Any]:
     (the teacher sees them whole)."""
     dino = cfg.loss.dino
     return {
-        "momentum": dino.momentum,
-        "final_momentum": dino.final_momentum,
+        **dino.teacher_schedule(),
         "views": dino.global_views,
         "shuffle_seed": cfg.trainer.seed,
     }

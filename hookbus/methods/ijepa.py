@@ -116,8 +116,7 @@ IJEPA = register_method(
             MethodHook(
                 "momentum_teacher",
                 lambda cfg: {
-                    "momentum": cfg.loss.ijepa.momentum,
-                    "final_momentum": cfg.loss.ijepa.final_momentum,
+                    **cfg.loss.ijepa.teacher_schedule(),
                     "shuffle_seed": cfg.trainer.seed,
                 },
                 role="target encoder",

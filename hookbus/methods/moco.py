@@ -30,8 +30,7 @@ class MocoConfig(MomentumSchedule):
 def _teacher(cfg: Config) -> dict[str, Any]:
     moco: MocoConfig = cfg.loss.moco
     return {
-        "momentum": moco.momentum,
-        "final_momentum": moco.final_momentum,
+        **moco.teacher_schedule(),
         "shuffle_bn": moco.shuffle_bn,
         "shuffle_seed": cfg.trainer.seed,
     }

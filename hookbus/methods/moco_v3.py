@@ -28,8 +28,7 @@ MOCO_V3 = register_method(
             MethodHook(
                 "momentum_teacher",
                 lambda cfg: {
-                    "momentum": cfg.loss.moco_v3.momentum,
-                    "final_momentum": cfg.loss.moco_v3.final_momentum,
+                    **cfg.loss.moco_v3.teacher_schedule(),
                     "shuffle_seed": cfg.trainer.seed,
                 },
                 role="momentum encoder",

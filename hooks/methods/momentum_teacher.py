@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
@@ -25,11 +25,26 @@ TEACHER_INPUTS = ("patch_masks",)
 which say where the teacher's patch targets are (the teacher sees the views whole)."""
 
 
+MomentumRule = Literal["cosine", "linear"]
+"""How the EMA momentum rises over the run: on a half cosine, or on a straight line."""
+
+
 def cosine_momentum(iteration: int, total: int, start: float, final: float) -> float:
     """EMA momentum at train step ``iteration`` of ``total``: ``start`` at step 0,
     rising on a half cosine to ``final`` at step ``total``."""
     progress = min(1.0, iteration / total) if total > 0 else 1.0
     return final - (final - start) * (1 + math.cos(math.pi * progress)) / 2
+
+
+def linear_momentum(iteration: int, total: int, start: float, final: float) -> float:
+    """EMA momentum at train step ``iteration`` of ``total``: ``start`` at step 0,
+    rising by ``(final - start) / total`` each step to ``final`` at step ``total``."""
+    progress = min(1.0, iteration / total) if total > 0 else 1.0
+    return start + (final - start) * progress
+
+
+MOMENTUM_RULES = {"cosine": cosine_momentum, "linear": linear_momentum}
+"""The schedule of each :data:`MomentumRule`."""
 
 
 @register_hook("momentum_teacher")
@@ -55,8 +70,9 @@ class MomentumTeacherHook(Hook):
                         batch (:func:`hookbus.hooks.methods.shuffle_bn.shuffled_forward`, seeded by
                         ``shuffle_seed`` and ``state.iteration - 1``)
     ``on_update``       ``teacher = m * teacher + (1 - m) * model`` for every parameter,
-                        ``m`` = :func:`cosine_momentum` (``state.iteration - 1``,
-                        ``state.max_iterations``): a function of the global step, so a
+                        ``m`` = :func:`cosine_momentum` or :func:`linear_momentum`
+                        (``schedule``) of ``state.iteration - 1`` and
+                        ``state.max_iterations``: a function of the global step, so a
                         resumed run continues the schedule; on a sharded model each
                         rank updates its own shards, nothing is gathered
     ==================  ==============================================================
@@ -72,6 +88,7 @@ class MomentumTeacherHook(Hook):
         *,
         momentum: float = 0.99,
         final_momentum: float = 1.0,
+        schedule: MomentumRule = "cosine",
         views: int | None = None,
         shuffle_bn: bool = False,
         shuffle_seed: int = 0,
@@ -79,10 +96,15 @@ class MomentumTeacherHook(Hook):
         super().__init__()
         if not (0 <= momentum <= 1 and 0 <= final_momentum <= 1):
             raise ValueError(f"momenta must be in [0, 1], got {momentum}, {final_momentum}")
+        if schedule not in MOMENTUM_RULES:
+            raise ValueError(
+                f"schedule must be one of {', '.join(get_args(MomentumRule))}, got {schedule!r}"
+            )
         if views is not None and views < 1:
             raise ValueError(f"views must be at least 1 or None, got {views}")
         self.momentum = momentum
         self.final_momentum = final_momentum
+        self.schedule = schedule
         self.views = views
         self.shuffle_bn = shuffle_bn
         self.shuffle_seed = shuffle_seed
@@ -136,7 +158,7 @@ class MomentumTeacherHook(Hook):
     def on_update(self, engine: RunEngine) -> None:
         state = engine.state
         self._require_teacher()
-        momentum = cosine_momentum(
+        momentum = MOMENTUM_RULES[self.schedule](
             state.iteration - 1, state.max_iterations, self.momentum, self.final_momentum
         )
         with torch.no_grad():

@@ -178,6 +178,8 @@ def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
             patch_embedding_init=vit.patch_embedding_init,
             class_token_init=vit.class_token_init,
             drop_path=vit.drop_path,
+            drop_path_rule=vit.drop_path_rule,
+            layer_scale=vit.layer_scale,
             registers=vit.registers,
         )
     except ValueError as exc:

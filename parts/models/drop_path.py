@@ -3,13 +3,17 @@ noise of a global batch that it and MAE's masking draw."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Literal
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torchvision.models.vision_transformer import EncoderBlock
 
 from hookbus.engine import distributed
+
+DropPathRule = Literal["linear", "uniform"]
+"""How a drop path rate spreads over the blocks: rising linearly from 0 at the first block
+to the rate at the last (stochastic depth's rule), or the rate at every block."""
 
 
 def global_batch_noise(batch: int, *shape: int, device: torch.device | str) -> Tensor:
@@ -50,32 +54,31 @@ class DropPathBlock(EncoderBlock):
             raise ValueError(f"the drop path rate must be in [0, 1), got {rate}")
         self.rate = rate
 
+    def attention_branch(self, input: Tensor) -> Tensor:
+        """The attention branch on tokens ``[B, N, width]``, before the residual sum."""
+        x = self.ln_1(input)
+        x, _ = self.self_attention(x, x, x, need_weights=False)
+        return self.dropout(x)
+
+    def mlp_branch(self, x: Tensor) -> Tensor:
+        """The MLP branch on tokens ``[B, N, width]``, before the residual sum."""
+        return self.mlp(self.ln_2(x))
+
     def forward(self, input: Tensor) -> Tensor:
         """The block on tokens ``[B, N, width]``, its branches dropped per sample."""
         dropping = self.training and self.rate > 0 and torch.is_grad_enabled()
-        x = self.ln_1(input)
-        x, _ = self.self_attention(x, x, x, need_weights=False)
-        x = self.dropout(x)
+        x = self.attention_branch(input)
         x = (drop_paths(x, self.rate) if dropping else x) + input
-        y = self.mlp(self.ln_2(x))
+        y = self.mlp_branch(x)
         return x + (drop_paths(y, self.rate) if dropping else y)
 
 
-def add_drop_path(layers: nn.Sequential, rate: float) -> None:
-    """Replace each ``EncoderBlock`` of ``layers`` (torchvision's ``encoder.layers``) by a
-    :class:`DropPathBlock` with the same weights, the rate rising linearly from 0 at the
-    first block to ``rate`` at the last (stochastic depth's rule). The global generator
-    is left as it was, so the weights are those of the model without drop path."""
-    blocks = list(layers.named_children())
-    for index, (name, child) in enumerate(blocks):
-        block = cast(EncoderBlock, child)
-        block_rate = rate * index / max(1, len(blocks) - 1)
-        with torch.random.fork_rng(devices=[]):
-            replacement = DropPathBlock(
-                block.num_heads,
-                block.ln_1.normalized_shape[0],
-                block.mlp[0].out_features,
-                block_rate,
-            )
-        replacement.load_state_dict(block.state_dict())
-        setattr(layers, name, replacement)
+def drop_path_rates(rate: float, depth: int, rule: DropPathRule = "linear") -> list[float]:
+    """The drop path rate of each of ``depth`` blocks: ``rate * i / (depth - 1)`` at block
+    ``i`` for ``linear`` (0 at the first block, ``rate`` at the last; ``[0.0]`` for one
+    block), ``rate`` at every block for ``uniform``."""
+    if rule == "uniform":
+        return [rate] * depth
+    if rule != "linear":
+        raise ValueError(f"the drop path rule must be linear or uniform, got {rule!r}")
+    return [rate * index / max(1, depth - 1) for index in range(depth)]

@@ -15,9 +15,10 @@ from typing import Literal, cast
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torchvision.models.vision_transformer import VisionTransformer
+from torchvision.models.vision_transformer import EncoderBlock, VisionTransformer
 
-from hookbus.parts.models.drop_path import add_drop_path
+from hookbus.parts.models.drop_path import DropPathBlock, DropPathRule, drop_path_rates
+from hookbus.parts.models.layer_scale import LayerScaleBlock
 from hookbus.parts.models.presets import ViTSizes
 
 CLASSIFIER_PREFIX = "heads.head."
@@ -96,7 +97,13 @@ class ViTBackbone(VisionTransformer):
     has none, so such a backbone does not export to it. ``drop_path`` above
     0 drops each block's branches per sample in training (stochastic depth,
     :class:`~hookbus.parts.models.drop_path.DropPathBlock`), at a rate rising linearly to
-    ``drop_path`` at the last block; the weights and keys are those of the plain blocks.
+    ``drop_path`` at the last block (``drop_path_rule="linear"``) or at ``drop_path`` in
+    every block (``"uniform"``); the weights and keys are those of the plain blocks.
+    ``layer_scale`` (a float above 0) scales each block's attention and MLP branch by a
+    learned vector starting at that value
+    (:class:`~hookbus.parts.models.layer_scale.LayerScaleBlock`): the other weights are
+    those of the backbone without it, and each block gains the keys ``layer_scale_1`` and
+    ``layer_scale_2``, which an export folds into the branches' last linear layers.
     """
 
     def __init__(
@@ -109,6 +116,8 @@ class ViTBackbone(VisionTransformer):
         patch_embedding_init: PatchEmbeddingInit = "torchvision",
         class_token_init: ClassTokenInit = "zeros",
         drop_path: float = 0.0,
+        drop_path_rule: DropPathRule = "linear",
+        layer_scale: float | None = None,
         registers: int = 0,
     ) -> None:
         if registers < 0:
@@ -164,8 +173,9 @@ class ViTBackbone(VisionTransformer):
             with torch.no_grad():
                 self.encoder.pos_embedding.copy_(sincos_position_embedding(sizes.width, side, side))
             self.encoder.pos_embedding.requires_grad_(False)
-        if drop_path:
-            add_drop_path(self.encoder.layers, drop_path)
+        if drop_path or layer_scale is not None:
+            rates = drop_path_rates(drop_path, sizes.depth, drop_path_rule)
+            _replace_blocks(self.encoder.layers, rates, layer_scale)
         self.registers = registers
         if registers:
             self.register_tokens = nn.Parameter(torch.empty(1, registers, sizes.width))
@@ -256,6 +266,23 @@ class ViTBackbone(VisionTransformer):
         )
         self.image_size = side * self.patch_size
         self.sizes = replace(self.sizes, image_size=self.image_size)
+
+
+def _replace_blocks(layers: nn.Sequential, rates: list[float], layer_scale: float | None) -> None:
+    # Each EncoderBlock becomes a DropPathBlock at its rate (a LayerScaleBlock with a
+    # layer_scale), with the same weights; the global generator is left as it was, so
+    # the weights are those of the model built without either.
+    for (name, child), rate in zip(list(layers.named_children()), rates, strict=True):
+        block = cast(EncoderBlock, child)
+        sizes = (block.num_heads, block.ln_1.normalized_shape[0], block.mlp[0].out_features)
+        with torch.random.fork_rng(devices=[]):
+            replacement = (
+                DropPathBlock(*sizes, rate)
+                if layer_scale is None
+                else LayerScaleBlock(*sizes, rate, layer_scale)
+            )
+        replacement.load_state_dict({**replacement.state_dict(), **block.state_dict()})
+        setattr(layers, name, replacement)
 
 
 def torchvision_vit(sizes: ViTSizes, *, in_channels: int = 3, num_classes: int = 1000) -> nn.Module:

@@ -8,7 +8,11 @@ import torch
 from hookbus import FakeEngine
 from hookbus.engine.config_io import validate_config
 from hookbus.hooks.defaults import method_hook
-from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook, cosine_momentum
+from hookbus.hooks.methods.momentum_teacher import (
+    MomentumTeacherHook,
+    cosine_momentum,
+    linear_momentum,
+)
 from tests.method_parts import small_model, views_batch
 
 
@@ -24,6 +28,53 @@ def test_cosine_momentum_rises_from_start_to_final() -> None:
     assert cosine_momentum(50, 100, 0.99, 1.0) == pytest.approx(0.995)
     assert cosine_momentum(100, 100, 0.99, 1.0) == pytest.approx(1.0)
     assert cosine_momentum(150, 100, 0.99, 1.0) == pytest.approx(1.0)
+
+
+def test_linear_momentum_rises_by_the_same_amount_every_step() -> None:
+    steps = [0, 25, 50, 75, 100, 150]
+    assert [linear_momentum(i, 100, 0.996, 1.0) for i in steps] == pytest.approx(
+        [0.996, 0.997, 0.998, 0.999, 1.0, 1.0]
+    )
+    # The half cosine starts and ends slower: above the line in the first half, below after.
+    assert cosine_momentum(25, 100, 0.996, 1.0) == pytest.approx(0.996 + 0.004 * 0.1464466)
+    assert cosine_momentum(75, 100, 0.996, 1.0) == pytest.approx(0.996 + 0.004 * 0.8535534)
+    assert linear_momentum(3, 0, 0.9, 1.0) == 1.0  # no train iterations: the final momentum
+
+
+def moved_teacher(schedule: str, iteration: int, state: dict | None = None) -> dict:
+    """The teacher after one update at ``iteration`` of 4, the model 1 away from it."""
+    model = small_model()
+    hook = MomentumTeacherHook(momentum=0.5, final_momentum=1.0, schedule=schedule)
+    if state is not None:
+        hook.load_state_dict(state)
+    engine = started(hook, base_model=model, iteration=iteration, max_iterations=4)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(1.0)
+    hook.on_update(engine)
+    return {name: parameter.clone() for name, parameter in hook.teacher.named_parameters()}
+
+
+@pytest.mark.parametrize(("schedule", "momentum"), [("linear", 0.625), ("cosine", 0.5732233)])
+def test_the_update_follows_the_schedule_of_the_global_step(schedule: str, momentum: float) -> None:
+    before = dict(small_model().named_parameters())
+    after = moved_teacher(schedule, iteration=2)  # step 1 of 4
+    for name, parameter in after.items():
+        torch.testing.assert_close(parameter, before[name].detach() + (1 - momentum))
+
+
+def test_a_restored_hook_continues_the_linear_schedule_at_its_step() -> None:
+    source = MomentumTeacherHook(schedule="linear")
+    started(source, base_model=small_model())
+    restored = moved_teacher("linear", iteration=4, state=source.state_dict())  # step 3 of 4
+    before = dict(small_model().named_parameters())
+    for name, parameter in restored.items():
+        torch.testing.assert_close(parameter, before[name].detach() + (1 - 0.875))
+
+
+def test_an_unknown_schedule_is_refused() -> None:
+    with pytest.raises(ValueError, match="schedule must be one of cosine, linear, got 'step'"):
+        MomentumTeacherHook(schedule="step")  # type: ignore[arg-type]
 
 
 def test_teacher_is_a_copy_without_predictor_or_gradients() -> None:
@@ -83,3 +134,16 @@ def test_the_dino_entry_builds_it_from_the_method_section() -> None:
     hook = method_hook(cfg, "momentum_teacher")
     assert isinstance(hook, MomentumTeacherHook)
     assert (hook.momentum, hook.final_momentum, hook.views) == (0.9, 1.0, 2)
+    assert hook.schedule == "cosine"
+
+
+def test_the_method_section_sets_the_linear_schedule() -> None:
+    cfg = validate_config(
+        {
+            "loss": {"name": "byol", "byol": {"momentum_schedule": "linear"}},
+            "model": {"predictor": {"dims": [64, 32, 64]}},
+        }
+    )
+    hook = method_hook(cfg, "momentum_teacher")
+    assert isinstance(hook, MomentumTeacherHook)
+    assert hook.schedule == "linear"

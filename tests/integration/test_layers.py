@@ -45,6 +45,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.commands", "hookbus.parts.data.datasets"): SHARDS_ON_USE,
     ("hookbus.commands", "hookbus.shard"): SHARDS_ON_USE,
     ("hookbus.parts.data.datasets", "hookbus.parts.data.shards"): SHARDS_ON_USE,
+    ("hookbus.export", "hookbus.parts.models.layer_scale"): TORCHVISION_ON_USE,
     ("hookbus.hooks.evaluation", "sklearn"): "scikit-learn's probe, only for the report",
     ("hookbus.hooks.mlflow_tracker", "mlflow"): "about a second, only for runs logging to it",
     ("hookbus.hooks.plot", "matplotlib"): "only when a figure is drawn",

@@ -4,6 +4,7 @@ encoder as the momentum teacher, and the config rules."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import timm
@@ -205,3 +206,25 @@ def test_an_ijepa_run_on_a_timm_vit_exports_its_encoder_for_timm(tmp_path: Path)
     with torch.no_grad():
         tokens = reference.eval().forward_features(images)[:, 1:]
         torch.testing.assert_close(tokens.mean(dim=1), trained.encode(images))
+
+
+def test_a_run_on_the_linear_schedule_resumes_it_at_its_step(tmp_path: Path) -> None:
+    from tests.runner.test_vit_backbone import StopAfterPhase
+
+    def run(folder: str, schedule: str, *extra: Any) -> tuple[Any, dict[str, torch.Tensor]]:
+        ijepa = {"min_context_patches": 2, "momentum": 0.5, "momentum_schedule": schedule}
+        cfg = ijepa_config(tmp_path / folder, loss={"name": "ijepa", "ijepa": ijepa})
+        hooks = default_hooks(cfg)
+        state = SSLTrainer(cfg, hooks=[*hooks, *extra]).train()
+        teacher = next(hook for hook in hooks if isinstance(hook, MomentumTeacherHook))
+        return state, teacher.state_dict()["teacher"]
+
+    straight_state, straight = run("straight", "linear")
+    with pytest.raises(RuntimeError, match="stopped"):
+        run("resumed", "linear", StopAfterPhase(1))
+    resumed_state, resumed = run("resumed", "linear")
+    assert resumed_state.resumed_from is not None
+    assert resumed_state.iteration == straight_state.iteration == 6
+    assert all(torch.equal(straight[key], resumed[key]) for key in straight)
+    _, cosine = run("cosine", "cosine")  # the same run on the half cosine ends elsewhere
+    assert not all(torch.equal(straight[key], cosine[key]) for key in straight)

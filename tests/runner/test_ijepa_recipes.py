@@ -10,6 +10,7 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import Hook, Priority, SSLTrainer, default_hooks, load_config
+from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.parts.data.block_masks import ijepa_grid
 from hookbus.parts.models import build_model
 from hookbus.parts.models.ijepa import JepaModel
@@ -37,7 +38,8 @@ def test_the_digits_recipe_builds_a_jepa_on_vit_tiny_in_2x2_patches() -> None:
     cfg = load_config(CONFIGS / "ijepa_digits_vit_tiny.yaml")
     assert (cfg.loss.name, cfg.data.num_views, cfg.model.backbone.name) == ("ijepa", 1, "vit_tiny")
     assert ijepa_grid(cfg) == (8, 8)
-    assert "momentum_teacher" in {hook.name for hook in default_hooks(cfg)}
+    teachers = [hook for hook in default_hooks(cfg) if isinstance(hook, MomentumTeacherHook)]
+    assert [teacher.schedule for teacher in teachers] == ["linear"]
     assert cfg.meters.knn.enabled and cfg.hooks.evaluation_report.enabled
     model = build_model(cfg)
     assert isinstance(model, JepaModel)
@@ -71,6 +73,7 @@ def test_the_vit_s16_recipe_trains_a_step_on_generated_224_px_images(tmp_path: P
     )
     assert (blocks.target_aspect_ratio, blocks.min_context_patches) == ((0.75, 1.5), 10)
     assert (blocks.momentum, blocks.final_momentum, blocks.distance) == (0.996, 1.0, "smooth_l1")
+    assert blocks.momentum_schedule == "linear"  # the authors' code: 0.996 -> 1 on a line
     assert (cfg.optimizer.weight_decay, cfg.optimizer.weight_decay_end) == (0.04, 0.4)
     assert cfg.data.torchvision.crop_scale == (0.3, 1.0)
     assert load_config(CONFIGS / "ijepa_imagefolder_vit_s16.yaml").optimizer.num_epochs == 300

@@ -42,6 +42,8 @@ def test_the_vit_s16_recipe_has_the_papers_settings() -> None:
     assert (optimizer.weight_decay, optimizer.weight_decay_end) == (0.04, 0.4)
     assert (cfg.data.small_views.count, cfg.data.small_views.size) == (8, 96)
     assert (loss.dinov2.layer_decay, loss.dinov2.patch_embedding_lr_scale) == (0.9, 0.2)
+    vit = cfg.model.backbone.vit
+    assert (vit.layer_scale, vit.drop_path, vit.drop_path_rule) == (1e-5, 0.1, "uniform")
 
 
 def generated_folder(root: Path) -> Path:
@@ -81,6 +83,10 @@ def test_the_vit_s16_recipe_trains_a_step_on_generated_images(tmp_path: Path) ->
     assert state.iteration == 1
     assert bool(state.loss.isfinite())
     assert state.base_model.backbone.out_dim == 384
+    blocks = state.base_model.backbone.encoder.layers
+    assert [block.rate for block in blocks] == [0.1] * 12  # the same rate in every block
+    scales = [block.layer_scale_1.detach() for block in blocks]  # from 1e-5, a step on
+    assert len(scales) == 12 and all(not torch.equal(s, torch.full((384,), 1e-5)) for s in scales)
     output = state.last_output
     assert len(output["teacher_scores"]) == 2 and len(output["scores"]) == 10
     assert output["teacher_patch_scores"].shape == output["patch_scores"].shape
