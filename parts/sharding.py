@@ -80,16 +80,21 @@ def mixed_precision(amp_dtype: torch.dtype | None) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32)
 
 
+FORWARD_METHODS = ("encode", "tokens", "visible_tokens")
+"""Methods that callers use in place of a module's forward (a model's ``encode``, a ViT's
+``tokens``, called on the backbone by iBOT's and DINOv2's model and its teacher, and
+``visible_tokens``): on a sharded unit that has one, it gathers the unit's parameters
+as its forward does."""
+
+
 def shard_model(model: nn.Module, amp_dtype: torch.dtype | None) -> nn.Module:
     """Shard ``model`` in place over the ranks of the default process group (see the
-    module's docstring for the units); returns it. Its ``encode`` method, when it has one,
-    gathers parameters as its forward does."""
+    module's docstring for the units); returns it. A unit's :data:`FORWARD_METHODS`
+    gather its parameters as its forward does."""
     template = _meta_copy(model)
     policy = mixed_precision(amp_dtype)
     units = _unit_names(model)
     _shard(model, units, policy)
-    if callable(getattr(model, "encode", None)):
-        register_fsdp_forward_method(model, "encode")
     model.register_forward_pre_hook(_broadcast_buffers)
     _TEMPLATES[model] = (template, units, policy)
     return model
@@ -139,10 +144,13 @@ def load_weights(module: nn.Module, weights: Mapping[str, Tensor]) -> None:
 def _shard(model: nn.Module, units: list[str], policy: MixedPrecisionPolicy) -> None:
     """``fully_shard`` each unit, then ``model``; a unit holding BatchNorm keeps float32
     parameters (its running statistics are float32; autocast still runs its layers in
-    the autocast dtype)."""
+    the autocast dtype). Each unit's :data:`FORWARD_METHODS` are registered with FSDP."""
     for module in [*(model.get_submodule(name) for name in units), model]:
         norm = any(isinstance(part, nn.modules.batchnorm._BatchNorm) for part in module.modules())
         fully_shard(module, mp_policy=MixedPrecisionPolicy() if norm else policy)
+        for method in FORWARD_METHODS:
+            if callable(getattr(module, method, None)):
+                register_fsdp_forward_method(module, method)
 
 
 def _unit_names(model: nn.Module) -> list[str]:

@@ -6,6 +6,7 @@ from contextlib import nullcontext
 from typing import Any, cast
 
 import torch
+from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from hookbus.engine.distributed import all_reduce_mean
@@ -49,13 +50,16 @@ def clip_gradients(
     at most ``max_norm``; returns the norm before clipping (None, and nothing done, when
     ``max_norm`` is 0). With a GradScaler the gradients are unscaled first, so the norm
     is that of the true gradients; ``scaler.step`` then does not unscale them again. No
-    value is read on the host."""
+    value is read on the host. Under FSDP (gradients sharded as ``DTensor``) torch's norm
+    is the global one, over every rank's shards, as DDP's over its whole gradients; it is
+    returned as a plain tensor, whole on every rank."""
     if not max_norm:
         return None
     if scaler is not None:
         scaler.unscale_(optimizer)
     params = [param for group in optimizer.param_groups for param in group["params"]]
-    return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
 
 @register_train_step("standard_train_step")

@@ -4,7 +4,6 @@ class and patch tokens (Zhou et al., "iBOT", 2022; Oquab et al., "DINOv2", 2024)
 from __future__ import annotations
 
 from itertools import groupby
-from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -72,14 +71,13 @@ class MaskedDistillationModel(nn.Module):
         self.patch_embedding_lr_scale = patch_embedding_lr_scale
 
     def patch_scores(self, tokens: Tensor) -> Tensor:
-        """The patch head's scores ``[M, K']`` of patch tokens ``[M, width]`` (no rows
-        when no patch is masked: the head, whose BatchNorm needs rows, is not run)."""
+        """The patch head's scores ``[M, K']`` of patch tokens ``[M, width]``. With no
+        masked patch the head runs on no rows (its BatchNorm leaves its statistics and
+        its parameters get a zero gradient): every rank runs the same modules whatever
+        it masked, which DDP's gradient reduction and FSDP's gathers need."""
         head, prototypes = self.head, self.prototypes
         if self.patch_head is not None and self.patch_prototypes is not None:
             head, prototypes = self.patch_head, self.patch_prototypes
-        if not len(tokens):
-            weight = cast(Tensor, prototypes.weight)  # [K', width]
-            return tokens.new_zeros(0, weight.shape[0])
         return prototypes(head(tokens))
 
     def forward(self, batch: dict) -> ModelOutput:

@@ -1,17 +1,20 @@
-"""Runs of BYOL (a momentum teacher, BatchNorm, AdamW), or DINO's ViT, on the tiny data
-set, one after another in the same processes, for tests/integration/test_fsdp.py.
+"""Runs of BYOL (a momentum teacher, BatchNorm, AdamW), DINO's ViT, or DINOv2's and iBOT's
+masked ViT, on the tiny data set, one after another in the same processes, for
+tests/integration/test_fsdp.py and test_fsdp_methods.py.
 
     python -m tests.integration.fsdp_job RUNS_JSON
 
 ``RUNS_JSON`` is a list of ``{"dir", "epochs", "strategy"}`` with, optionally,
-``"overrides"`` (more ``key=value``), ``"weights"`` (a file where rank 0 saves the
-model's whole state dict after training, gathered from the shards), ``"start"`` (a
-file where rank 0 saves the whole model and optimizer state right after the resume,
-before training), ``"recipe"`` (``dino_digits_vit_tiny``: :data:`VIT`; byol_digits by
-default) and ``"stop_after"`` (the run stops after that many epochs, with
-``engine.terminate()``: a stop with the plan of ``epochs`` kept). Each trains
-``configs/<recipe>.yaml`` to ``epochs`` epochs in ``dir``, going on from its newest
-checkpoint, in one process or on torchrun's ranks.
+``"overrides"`` (more ``key=value``), ``"recipe"`` (a key of :data:`RECIPES`;
+byol_digits by default), ``"stop_after"`` (the run stops after that many epochs, with
+``engine.terminate()``: a stop with the plan of ``epochs`` kept) and files rank 0
+writes: ``"weights"`` (the model's whole state dict after training, gathered from the
+shards), ``"start"`` (the whole model and optimizer state right after the resume,
+before training), ``"teacher"`` (the momentum teacher's whole state dict after
+training; beside it, ``<file>.json``: :func:`teacher_shards`) and ``"grad_norms"``
+(JSON: the rows of :class:`GradNorms`). Each trains ``configs/<recipe>.yaml`` to
+``epochs`` epochs in ``dir``, going on from its newest checkpoint, in one process or on
+torchrun's ranks.
 """
 
 from __future__ import annotations
@@ -23,13 +26,16 @@ from typing import Any
 
 import torch
 from ignite.engine import Engine
+from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
     get_state_dict,
 )
+from torch.distributed.tensor import DTensor
 
 from hookbus import Hook, SSLTrainer, default_hooks
+from hookbus.parts.sharding import local
 from tests.tiny_data import tiny_recipe
 
 RUNS = (
@@ -58,6 +64,27 @@ VIT = (
     "model.amp.enabled=true",
 )
 """DINO's ViT recipe on the tiny images (2x2 patches), its blocks checkpointed, in bf16."""
+MASKED = (
+    *RUNS,
+    "data.small_views.size=6",
+    "model.backbone.vit.patch_size=2",
+    "model.backbone.vit.width=8",
+    "model.backbone.vit.depth=2",
+    "model.backbone.vit.heads=2",
+    "model.backbone.vit.mlp_dim=16",
+    "model.head.dims=[backbone,16,8]",
+    "model.prototypes.count=12",
+)
+"""DINOv2's and iBOT's recipes on a ViT of 2 blocks of width 8 (a 4x4 grid of 2x2
+patches on the 8 px global views, 3x3 on the 6 px local ones), 12 prototypes, in
+float32."""
+RECIPES = {
+    "byol_digits": SMALL,
+    "dino_digits_vit_tiny": VIT,
+    "dinov2_digits": MASKED,
+    "ibot_digits": MASKED,
+}
+"""The overrides of each recipe the runs train."""
 
 
 class StopAfter(Hook):
@@ -75,6 +102,40 @@ class StopAfter(Hook):
             engine.terminate()
 
 
+class GradNorms(Hook):
+    """Keeps, for every optimizer step, the gradient norm before clipping, whether it is a
+    plain tensor, and the norm of the gradients the step took (after clipping).
+
+    Fires on ``on_update``; reads ``state.grad_norm`` and the model's gradients (their
+    norm over every shard); writes nothing.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(name="grad_norms")
+        self.norms: list[dict[str, Any]] = []
+
+    def on_update(self, engine: Engine) -> None:
+        state = engine.state
+        grads = [p.grad for p in state.base_model.parameters() if p.grad is not None]
+        clipped = torch.nn.utils.get_total_norm(grads)
+        clipped = clipped.full_tensor() if isinstance(clipped, DTensor) else clipped
+        norm = state.grad_norm
+        self.norms.append(
+            {"norm": float(norm), "plain": type(norm) is torch.Tensor, "clipped": float(clipped)}
+        )
+
+
+def teacher_shards(teacher: nn.Module) -> dict[str, Any]:
+    """Whether every parameter of ``teacher`` is sharded (a ``DTensor``), and how many of
+    their elements this rank holds (``local``) and all ranks together (``whole``)."""
+    parameters = list(teacher.parameters())
+    return {
+        "sharded": all(isinstance(parameter, DTensor) for parameter in parameters),
+        "local": sum(local(parameter).numel() for parameter in parameters),
+        "whole": sum(parameter.numel() for parameter in parameters),
+    }
+
+
 def whole_state(state: Any, *, optimizer: bool) -> dict[str, Any]:
     """The model's (and the optimizer's) whole state dicts, gathered from the shards."""
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -89,7 +150,7 @@ def run(spec: dict[str, Any]) -> None:
     cfg = tiny_recipe(
         recipe,
         Path(spec["dir"]),
-        *(VIT if recipe == "dino_digits_vit_tiny" else SMALL),
+        *RECIPES[recipe],
         f"optimizer.num_epochs={spec['epochs']}",
         f"distributed.strategy={spec['strategy']}",
         *spec.get("overrides", ()),
@@ -97,6 +158,9 @@ def run(spec: dict[str, Any]) -> None:
     hooks = default_hooks(cfg)
     if "stop_after" in spec:
         hooks.append(StopAfter(spec["stop_after"]))
+    norms = GradNorms()
+    if "grad_norms" in spec:
+        hooks.append(norms)
     trainer = SSLTrainer(cfg, hooks)
     state = trainer.setup()
     if "start" in spec:
@@ -108,6 +172,15 @@ def run(spec: dict[str, Any]) -> None:
         weights = whole_state(state, optimizer=False)
         if state.rank == 0:
             torch.save(weights, spec["weights"])
+    if "teacher" in spec:
+        (teacher,) = (hook.teacher for hook in hooks if hook.name == "momentum_teacher")
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        whole = get_model_state_dict(teacher, options=options)
+        if state.rank == 0:
+            torch.save(whole, spec["teacher"])
+            Path(f"{spec['teacher']}.json").write_text(json.dumps(teacher_shards(teacher)))
+    if "grad_norms" in spec and state.rank == 0:
+        Path(spec["grad_norms"]).write_text(json.dumps(norms.norms))
 
 
 def main() -> None:

@@ -154,6 +154,21 @@ def test_no_masked_patch_gives_no_patch_rows() -> None:
     assert not bool(output["patch_masks"].any())
 
 
+def test_no_masked_patch_still_runs_the_patch_head_for_a_zero_gradient() -> None:
+    head = {"dims": ["backbone", 16, 8], "batch_norm": True}
+    raw = {**METHOD, "model": {**METHOD["model"], "head": head}}
+    ibot = {"mask_probability": 0.0, "separate_head": True, "patch_prototypes": 5}
+    model = build_model(validate_config({**raw, "loss": {"name": "dinov2", "ibot": ibot}}))
+    norms = [part for part in model.patch_head.modules() if isinstance(part, torch.nn.BatchNorm1d)]
+    assert norms
+    output = model({"views": views()})
+    output["patch_scores"].sum().backward()
+    grads = [parameter.grad for parameter in model.patch_head.parameters()]
+    assert grads and all(grad is not None and not grad.any() for grad in grads)
+    assert model.patch_prototypes.weight.grad is not None
+    assert all(not norm.running_mean.any() for norm in norms)  # no rows: statistics kept
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
