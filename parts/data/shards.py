@@ -66,7 +66,8 @@ class ShardDataset(Dataset):
     """
 
     def __init__(self, location: str, cache: Path | None, decode: bool = True) -> None:
-        self.remote = location if "://" in location else None
+        # s3://BUCKET/PREFIX/ names PREFIX's files too, not keys under PREFIX//
+        self.remote = location.rstrip("/") if "://" in location else None
         if self.remote is not None and cache is None:
             raise ConfigError(
                 "data.shards.cache_dir: shards at an s3:// URL need a local folder to keep them"

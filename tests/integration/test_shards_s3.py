@@ -1,0 +1,217 @@
+"""Remote shards against a real S3-protocol server: moto's (``moto[server]``), on a
+loopback port, spoken to over HTTP by the same botocore client streaming downloads
+with, pointed at it the documented way (``S3_ENDPOINT_URL`` and the AWS credential
+variables). The shards are written by ``hookbus shard`` from real photographs and
+uploaded with boto3, as a user uploads them."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+import torch
+from moto.server import ThreadedMotoServer
+
+from hookbus import SSLTrainer, load_config
+from hookbus.cli import main
+from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.errors import DataError, PreemptedError
+from hookbus.parts.data import shards as shards_module
+from hookbus.parts.data.shards import CLASSES_FILE, INDEX_FILE, ShardDataset
+from hookbus.shard import write_shards
+from tests.integration.test_shards import RECIPE, SMALL
+from tests.photos import make_photo_folder
+
+BUCKET = "photos"
+URL = f"s3://{BUCKET}/train"
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "hookbus-test",
+    "AWS_SECRET_ACCESS_KEY": "hookbus-test-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+"""Credentials for the test server (moto accepts any): the variables boto3 reads."""
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A moto S3 server on a free loopback port, its URL in ``S3_ENDPOINT_URL`` and
+    credentials in the environment (no AWS config file or profile of the machine's)."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    nowhere = tmp_path_factory.mktemp("aws") / "none"
+    with pytest.MonkeyPatch.context() as env:
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+            env.delenv(name, raising=False)
+        env.setenv("AWS_CONFIG_FILE", str(nowhere))
+        env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nowhere))
+        for name, value in CREDENTIALS.items():
+            env.setenv(name, value)
+        env.setenv("S3_ENDPOINT_URL", url)
+        yield url
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 photos written as shards of at most 4 KiB (several shards), as test_shards.py."""
+    photos = make_photo_folder(tmp_path_factory.mktemp("photos"), per_class=6, size=20)
+    out = tmp_path_factory.mktemp("shards") / "train"
+    write_shards(photos / "train", out, shard_bytes=4096)
+    return out
+
+
+@pytest.fixture(scope="module")
+def bucket(endpoint: str, shards: Path) -> str:
+    """The shards' files uploaded under ``s3://photos/train/``; the URL."""
+    client = boto3.client("s3", endpoint_url=endpoint)
+    client.create_bucket(Bucket=BUCKET)
+    for path in sorted(shards.iterdir()):
+        client.upload_file(str(path), BUCKET, f"train/{path.name}")
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="train/")["Contents"]
+    assert sorted(item["Key"] for item in listed) == [
+        f"train/{p.name}" for p in sorted(shards.iterdir())
+    ]
+    return URL
+
+
+def _cached(cache: Path) -> list[str]:
+    return sorted(path.name for path in cache.iterdir())
+
+
+def test_shards_from_the_server_equal_the_local_ones_and_are_fetched_when_first_read(
+    bucket: str, shards: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    remote = ShardDataset(bucket, cache)
+    assert _cached(cache) == [CLASSES_FILE, INDEX_FILE]  # opening reads the index only
+    local = ShardDataset(str(shards), None)
+    assert len(remote.shard_sizes) == len(local.shard_sizes) > 1
+    assert (remote.shard_sizes, remote.classes) == (local.shard_sizes, local.classes)
+    names = [reader.file_pairs[0][0].basename for reader in local.readers]
+    for index in range(len(local)):
+        image, label, position = remote[index]
+        expected, expected_label, _ = local[index]
+        assert (label, position) == (expected_label, index)
+        assert torch.equal(image, expected), index
+        shard = max(s for s, start in enumerate(local.starts) if start <= index)
+        assert _cached(cache) == sorted([CLASSES_FILE, INDEX_FILE, *names[: shard + 1]])
+    for name in names:  # the bytes the server holds, unchanged
+        assert (cache / name).read_bytes() == (shards / name).read_bytes()
+
+
+def test_a_filled_cache_is_read_without_fetching_again(bucket: str, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = ShardDataset(bucket, cache)
+    expected = [first[index] for index in range(len(first))]
+    written = {name: (cache / name).stat().st_mtime_ns for name in _cached(cache)}
+    again = ShardDataset(bucket, cache)
+    for index, (image, label, _) in enumerate(expected):
+        assert torch.equal(again[index][0], image) and again[index][1] == label
+    assert {name: (cache / name).stat().st_mtime_ns for name in _cached(cache)} == written
+
+
+def test_a_url_ending_in_a_slash_names_the_same_shards(bucket: str, tmp_path: Path) -> None:
+    remote = ShardDataset(f"{bucket}/", tmp_path / "cache")
+    assert torch.equal(remote[0][0], ShardDataset(bucket, tmp_path / "other")[0][0])
+
+
+def _train(run: Path, location: str, *overrides: str) -> None:
+    cfg = load_config(
+        RECIPE, [*SMALL, f"data.shards.path={location}", f"checkpoint.dir={run}", *overrides]
+    )
+    SSLTrainer(cfg).train()
+
+
+@pytest.mark.slow
+def test_a_run_from_the_server_stopped_mid_phase_ends_as_the_run_from_local_shards(
+    bucket: str, shards: Path, tmp_path: Path
+) -> None:
+    reference, run, cache = tmp_path / "local", tmp_path / "remote", tmp_path / "cache"
+    _train(reference, str(shards))
+    stop = "hooks.extra=[{name: request_stop, params: {rank: 0, at_iteration: 5}}]"
+    with pytest.raises(PreemptedError):
+        _train(
+            run,
+            bucket,
+            f"data.shards.cache_dir={cache}",
+            "trainer.imports=[tests.failure_hooks]",
+            stop,
+        )
+    stopped = newest_valid_checkpoint(run)[1]
+    assert (stopped["iteration"], stopped["phase_done"]) == (5, False)  # step 2 of 3
+    _train(run, bucket, f"data.shards.cache_dir={cache}")
+    expected, resumed = (newest_valid_checkpoint(path)[1] for path in (reference, run))
+    assert resumed["iteration"] == expected["iteration"] == 6
+    for name, value in expected["model"].items():
+        assert torch.equal(resumed["model"][name], value), name
+    assert _cached(cache) == sorted(path.name for path in shards.iterdir())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("location", "endpoint_url", "reason"),
+    [
+        (f"s3://{BUCKET}/nothere", None, "not found"),
+        ("s3://no-such-bucket/train", None, "not found"),
+        (URL, "http://127.0.0.1:{port}", "Could not connect to the endpoint URL"),
+    ],
+    ids=["missing key", "wrong bucket", "server down"],
+)
+def test_shards_the_server_cannot_give_are_one_line_naming_the_url(
+    location: str,
+    endpoint_url: str | None,
+    reason: str,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if endpoint_url is not None:
+        monkeypatch.setenv("S3_ENDPOINT_URL", endpoint_url.format(port=_free_port()))
+    command = ["train", str(RECIPE), *SMALL, f"data.shards.path={location}"]
+    command += [f"data.shards.cache_dir={tmp_path / 'cache'}", f"checkpoint.dir={tmp_path / 'run'}"]
+    started = time.monotonic()
+    assert main([*command, "-q"]) == 2
+    assert time.monotonic() - started < 60
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"hookbus train: error: cannot fetch {location}/{INDEX_FILE}: "), err
+    assert reason in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "cache" / INDEX_FILE).exists()
+
+
+def test_a_server_that_goes_away_after_opening_is_one_line_naming_the_shard(
+    bucket: str, shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = ShardDataset(bucket, tmp_path / "cache")
+    monkeypatch.setenv("S3_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    first = remote.readers[0].file_pairs[0][0].basename
+    with pytest.raises(DataError, match=rf"^cannot fetch {bucket}/{first}: Could not connect"):
+        remote[0]
+    assert not (tmp_path / "cache" / first).exists()
+
+
+def test_a_server_that_never_answers_fails_within_the_download_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    """A port that accepts connections and never answers: each of botocore's tries
+    waits ``DOWNLOAD_TIMEOUT_S`` for a byte, then the fetch is one line naming the URL."""
+    monkeypatch.setattr(shards_module, "DOWNLOAD_TIMEOUT_S", 1.0)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        monkeypatch.setenv("S3_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        started = time.monotonic()
+        with pytest.raises(DataError, match=rf"^cannot fetch {URL}/index.json: Read timeout"):
+            ShardDataset(URL, tmp_path / "cache")
+        assert time.monotonic() - started < 20
