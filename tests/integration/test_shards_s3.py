@@ -20,8 +20,9 @@ from hookbus import SSLTrainer, load_config
 from hookbus.cli import main
 from hookbus.engine.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import DataError, PreemptedError
-from hookbus.parts.data import shards as shards_module
-from hookbus.parts.data.shards import CLASSES_FILE, INDEX_FILE, ShardDataset
+from hookbus.parts.data import shard_cache
+from hookbus.parts.data.shard_cache import INDEX_FILE, SOURCE_FILE
+from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset
 from hookbus.shard import write_shards
 from tests.integration.test_shards import RECIPE, SMALL
 from tests.photos import make_photo_folder
@@ -58,9 +59,13 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """12 photos written as shards of at most 4 KiB (several shards), as test_shards.py."""
-    photos = make_photo_folder(tmp_path_factory.mktemp("photos"), per_class=6, size=20)
+def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_photo_folder(tmp_path_factory.mktemp("photos"), per_class=6, size=20)
+
+
+@pytest.fixture(scope="module")
+def shards(photos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 12 train photos as shards of at most 4 KiB (several shards), as test_shards.py."""
     out = tmp_path_factory.mktemp("shards") / "train"
     write_shards(photos / "train", out, shard_bytes=4096)
     return out
@@ -71,13 +76,19 @@ def bucket(endpoint: str, shards: Path) -> str:
     """The shards' files uploaded under ``s3://photos/train/``; the URL."""
     client = boto3.client("s3", endpoint_url=endpoint)
     client.create_bucket(Bucket=BUCKET)
-    for path in sorted(shards.iterdir()):
-        client.upload_file(str(path), BUCKET, f"train/{path.name}")
+    _upload(endpoint, shards, "train")
     listed = client.list_objects_v2(Bucket=BUCKET, Prefix="train/")["Contents"]
     assert sorted(item["Key"] for item in listed) == [
         f"train/{p.name}" for p in sorted(shards.iterdir())
     ]
     return URL
+
+
+def _upload(endpoint: str, folder: Path, prefix: str) -> None:
+    """Upload the files of ``folder`` under ``s3://photos/PREFIX/``, as a user does."""
+    client = boto3.client("s3", endpoint_url=endpoint)
+    for path in sorted(folder.iterdir()):
+        client.upload_file(str(path), BUCKET, f"{prefix}/{path.name}")
 
 
 def _cached(cache: Path) -> list[str]:
@@ -89,7 +100,7 @@ def test_shards_from_the_server_equal_the_local_ones_and_are_fetched_when_first_
 ) -> None:
     cache = tmp_path / "cache"
     remote = ShardDataset(bucket, cache)
-    assert _cached(cache) == [CLASSES_FILE, INDEX_FILE]  # opening reads the index only
+    assert _cached(cache) == sorted([CLASSES_FILE, INDEX_FILE, SOURCE_FILE])  # the index
     local = ShardDataset(str(shards), None)
     assert len(remote.shard_sizes) == len(local.shard_sizes) > 1
     assert (remote.shard_sizes, remote.classes) == (local.shard_sizes, local.classes)
@@ -100,12 +111,16 @@ def test_shards_from_the_server_equal_the_local_ones_and_are_fetched_when_first_
         assert (label, position) == (expected_label, index)
         assert torch.equal(image, expected), index
         shard = max(s for s, start in enumerate(local.starts) if start <= index)
-        assert _cached(cache) == sorted([CLASSES_FILE, INDEX_FILE, *names[: shard + 1]])
+        assert _cached(cache) == sorted(
+            [CLASSES_FILE, INDEX_FILE, SOURCE_FILE, *names[: shard + 1]]
+        )
     for name in names:  # the bytes the server holds, unchanged
         assert (cache / name).read_bytes() == (shards / name).read_bytes()
 
 
-def test_a_filled_cache_is_read_without_fetching_again(bucket: str, tmp_path: Path) -> None:
+def test_a_filled_cache_is_read_without_fetching_the_shards_again(
+    bucket: str, tmp_path: Path
+) -> None:
     cache = tmp_path / "cache"
     first = ShardDataset(bucket, cache)
     expected = [first[index] for index in range(len(first))]
@@ -150,7 +165,7 @@ def test_a_run_from_the_server_stopped_mid_phase_ends_as_the_run_from_local_shar
     assert resumed["iteration"] == expected["iteration"] == 6
     for name, value in expected["model"].items():
         assert torch.equal(resumed["model"][name], value), name
-    assert _cached(cache) == sorted(path.name for path in shards.iterdir())
+    assert _cached(cache) == sorted([SOURCE_FILE, *(path.name for path in shards.iterdir())])
 
 
 def _free_port() -> int:
@@ -172,6 +187,7 @@ def test_shards_the_server_cannot_give_are_one_line_naming_the_url(
     location: str,
     endpoint_url: str | None,
     reason: str,
+    endpoint: str,
     bucket: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -188,6 +204,8 @@ def test_shards_the_server_cannot_give_are_one_line_naming_the_url(
     assert err.startswith(f"hookbus train: error: cannot fetch {location}/{INDEX_FILE}: "), err
     assert reason in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "cache" / INDEX_FILE).exists()
+    monkeypatch.setenv("S3_ENDPOINT_URL", endpoint)
+    assert len(ShardDataset(bucket, tmp_path / "cache")) == 12  # the same folder, the right URL
 
 
 def test_a_server_that_goes_away_after_opening_is_one_line_naming_the_shard(
@@ -206,7 +224,7 @@ def test_a_server_that_never_answers_fails_within_the_download_timeout(
 ) -> None:
     """A port that accepts connections and never answers: each of botocore's tries
     waits ``DOWNLOAD_TIMEOUT_S`` for a byte, then the fetch is one line naming the URL."""
-    monkeypatch.setattr(shards_module, "DOWNLOAD_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(shard_cache, "DOWNLOAD_TIMEOUT_S", 1.0)
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
@@ -215,3 +233,40 @@ def test_a_server_that_never_answers_fails_within_the_download_timeout(
         with pytest.raises(DataError, match=rf"^cannot fetch {URL}/index.json: Read timeout"):
             ShardDataset(URL, tmp_path / "cache")
         assert time.monotonic() - started < 20
+
+
+def test_a_cache_folder_keeps_one_urls_shards(
+    bucket: str, shards: Path, tmp_path: Path, endpoint: str
+) -> None:
+    _upload(endpoint, shards, "copy")
+    cache = tmp_path / "cache"
+    ShardDataset(bucket, cache)[0]
+    with pytest.raises(
+        DataError,
+        match=rf"^data.shards.cache_dir {cache} keeps the shards of {bucket}, not "
+        rf"s3://{BUCKET}/copy's: give each URL its own folder$",
+    ):
+        ShardDataset(f"s3://{BUCKET}/copy", cache)
+    unknown = rf"^data.shards.cache_dir {shards} keeps an index.json of unknown origin, not"
+    with pytest.raises(DataError, match=unknown):
+        ShardDataset(bucket, shards)  # the local shards' folder named as the cache
+
+
+def test_shards_rewritten_in_the_store_are_refused_not_read_stale(
+    photos: Path, tmp_path: Path, endpoint: str
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    write_shards(photos / "train", first, shard_bytes=4096)
+    write_shards(photos / "test", second, shard_bytes=8192)
+    _upload(endpoint, first, "rewritten")
+    url, cache = f"s3://{BUCKET}/rewritten", tmp_path / "cache"
+    ShardDataset(url, cache)[0]
+    ShardDataset(url, cache)  # the same index: the kept shards are the store's
+    _upload(endpoint, second, "rewritten")
+    with pytest.raises(
+        DataError,
+        match=rf"^{url}: the shards changed since data.shards.cache_dir {cache} kept them "
+        r"\(another index.json\): empty the folder$",
+    ):
+        ShardDataset(url, cache)
+    assert _cached(cache) == sorted([CLASSES_FILE, INDEX_FILE, SOURCE_FILE, "shard.00000.mds"])
