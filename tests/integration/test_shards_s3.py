@@ -6,6 +6,7 @@ uploaded with boto3, as a user uploads them."""
 
 from __future__ import annotations
 
+import shlex
 import socket
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from hookbus.parts.data import shard_cache
 from hookbus.parts.data.shard_cache import INDEX_FILE, SOURCE_FILE
 from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset
 from hookbus.shard import write_shards
+from tests.doc_blocks import ROOT, commands, extract
 from tests.integration.test_shards import RECIPE, SMALL
 from tests.photos import make_photo_folder
 
@@ -35,6 +37,8 @@ CREDENTIALS = {
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 """Credentials for the test server (moto accepts any): the variables boto3 reads."""
+
+GUIDE = ROOT / "docs" / "guides" / "distributed.md"
 
 
 @pytest.fixture(scope="module")
@@ -168,33 +172,69 @@ def test_a_run_from_the_server_stopped_mid_phase_ends_as_the_run_from_local_shar
     assert _cached(cache) == sorted([SOURCE_FILE, *(path.name for path in shards.iterdir())])
 
 
+@pytest.mark.slow
+def test_the_guides_command_trains_from_the_server(
+    bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``hookbus train`` of docs/guides/distributed.md's S3 block, as written, with
+    the variables it exports set to the test server's."""
+    [block] = [b for b in extract(GUIDE) if b.language == "bash" and bucket in b.text]
+    lines = commands(block)
+    exported = {
+        word.split("=")[0]
+        for line in lines
+        if line.startswith("export ")
+        for word in shlex.split(line)[1:]
+    }
+    assert exported == {"S3_ENDPOINT_URL", *CREDENTIALS} - {"AWS_DEFAULT_REGION"}
+    [train] = [shlex.split(line) for line in lines if line.startswith("hookbus train ")]
+    assert f"data.shards.path={bucket}" in train
+    monkeypatch.chdir(tmp_path)
+    train[2] = str(ROOT / train[2])
+    assert main([*train[1:], "-q"]) == 0
+    cache = tmp_path / "runs" / "shards-cache"
+    assert (cache / "shard.00000.mds").is_file() and newest_valid_checkpoint(
+        tmp_path / "runs" / "shards-s3"
+    )[1]["phase_done"]
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
+DEAD = "http://127.0.0.1:{port}"
+"""An endpoint on a free port: nothing listens there."""
+
+NO_CREDENTIALS = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None}
+
+
 @pytest.mark.parametrize(
-    ("location", "endpoint_url", "reason"),
+    ("location", "env", "reason"),
     [
-        (f"s3://{BUCKET}/nothere", None, "not found"),
-        ("s3://no-such-bucket/train", None, "not found"),
-        (URL, "http://127.0.0.1:{port}", "Could not connect to the endpoint URL"),
+        (f"s3://{BUCKET}/nothere", {}, "not found"),
+        ("s3://no-such-bucket/train", {}, "not found"),
+        (URL, {"S3_ENDPOINT_URL": DEAD}, "Could not connect to the endpoint URL"),
+        (URL, NO_CREDENTIALS, "Unable to locate credentials"),
     ],
-    ids=["missing key", "wrong bucket", "server down"],
+    ids=["missing key", "wrong bucket", "server down", "no credentials"],
 )
 def test_shards_the_server_cannot_give_are_one_line_naming_the_url(
     location: str,
-    endpoint_url: str | None,
+    env: dict[str, str | None],
     reason: str,
-    endpoint: str,
     bucket: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    if endpoint_url is not None:
-        monkeypatch.setenv("S3_ENDPOINT_URL", endpoint_url.format(port=_free_port()))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no credentials: no other source
+    for name, value in env.items():
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value.format(port=_free_port()))
     command = ["train", str(RECIPE), *SMALL, f"data.shards.path={location}"]
     command += [f"data.shards.cache_dir={tmp_path / 'cache'}", f"checkpoint.dir={tmp_path / 'run'}"]
     started = time.monotonic()
@@ -204,7 +244,7 @@ def test_shards_the_server_cannot_give_are_one_line_naming_the_url(
     assert err.startswith(f"hookbus train: error: cannot fetch {location}/{INDEX_FILE}: "), err
     assert reason in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "cache" / INDEX_FILE).exists()
-    monkeypatch.setenv("S3_ENDPOINT_URL", endpoint)
+    monkeypatch.undo()
     assert len(ShardDataset(bucket, tmp_path / "cache")) == 12  # the same folder, the right URL
 
 
@@ -212,7 +252,7 @@ def test_a_server_that_goes_away_after_opening_is_one_line_naming_the_shard(
     bucket: str, shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     remote = ShardDataset(bucket, tmp_path / "cache")
-    monkeypatch.setenv("S3_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("S3_ENDPOINT_URL", DEAD.format(port=_free_port()))
     first = remote.readers[0].file_pairs[0][0].basename
     with pytest.raises(DataError, match=rf"^cannot fetch {bucket}/{first}: Could not connect"):
         remote[0]
