@@ -148,23 +148,20 @@ def _train(run: Path, location: str, *overrides: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
 def test_a_run_from_the_server_stopped_mid_phase_ends_as_the_run_from_local_shards(
-    bucket: str, shards: Path, tmp_path: Path
+    workers: int, bucket: str, shards: Path, tmp_path: Path
 ) -> None:
+    """The remote run's shards fetched in this process, or in 2 loader workers at once."""
     reference, run, cache = tmp_path / "local", tmp_path / "remote", tmp_path / "cache"
     _train(reference, str(shards))
+    remote = (f"data.shards.cache_dir={cache}", f"data.num_workers={workers}")
     stop = "hooks.extra=[{name: request_stop, params: {rank: 0, at_iteration: 5}}]"
     with pytest.raises(PreemptedError):
-        _train(
-            run,
-            bucket,
-            f"data.shards.cache_dir={cache}",
-            "trainer.imports=[tests.failure_hooks]",
-            stop,
-        )
+        _train(run, bucket, *remote, "trainer.imports=[tests.failure_hooks]", stop)
     stopped = newest_valid_checkpoint(run)[1]
     assert (stopped["iteration"], stopped["phase_done"]) == (5, False)  # step 2 of 3
-    _train(run, bucket, f"data.shards.cache_dir={cache}")
+    _train(run, bucket, *remote)
     expected, resumed = (newest_valid_checkpoint(path)[1] for path in (reference, run))
     assert resumed["iteration"] == expected["iteration"] == 6
     for name, value in expected["model"].items():
