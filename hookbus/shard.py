@@ -19,7 +19,8 @@ from streaming.base.format import MDSWriter
 from hookbus.engine.bounded_files import MAX_IMAGE_BYTES, read_bounded
 from hookbus.engine.errors import DataError, UserError
 from hookbus.parts.data.image_folder import NOT_AN_IMAGE, ImageFolderDataset
-from hookbus.parts.data.shards import CLASSES_FILE, INDEX_FILE
+from hookbus.parts.data.shard_cache import INDEX_FILE
+from hookbus.parts.data.shards import CLASSES_FILE
 
 COLUMNS = {"image": "bytes", "label": "int"}
 """The shards' columns: no pickled column, so reading one runs no code."""

@@ -152,7 +152,9 @@ class ShardsConfig(Section):
     )
     test_path: str | None = Field(None, description="test shards, the same classes; None: path")
     cache_dir: Path | None = Field(
-        None, description="where shards read from an s3:// URL are kept (needed for one)"
+        None,
+        description="where shards read from an s3:// URL are kept, a folder for each URL "
+        "(needed for one)",
     )
     canonical_nodes: int = Field(
         1,

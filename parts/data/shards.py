@@ -3,7 +3,8 @@
 ``hookbus shard FOLDER OUT`` writes them (:mod:`hookbus.shard`): each sample holds an
 image file's bytes, as they were, and its label; ``OUT/hookbus_shards.json`` the class
 names. :class:`ShardDataset` reads them with the library's shard readers, fetching a
-remote shard into ``data.shards.cache_dir`` the first time one of its samples is read;
+remote shard into ``data.shards.cache_dir`` the first time one of its samples is read
+(:class:`~hookbus.parts.data.shard_cache.ShardCache`);
 its train order is :class:`~hookbus.parts.data.shards_sampler.ShardSampler`'s, the
 library's partition and shuffle.
 """
@@ -21,24 +22,20 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 from streaming.base.format import reader_from_json
-from streaming.base.storage import CloudDownloader
 from torch import Tensor
 from torch.utils.data import Dataset
 
 from hookbus.engine.errors import ConfigError, DataError
 from hookbus.parts.data.image_folder import NOT_AN_IMAGE
 from hookbus.parts.data.pil_image import pil_to_tensor
+from hookbus.parts.data.shard_cache import INDEX_FILE, ShardCache
 from hookbus.parts.data.shards_sampler import ShardSampler
 
 CLASSES_FILE = "hookbus_shards.json"
 """The file beside the shards' ``index.json`` that names the classes."""
 
-INDEX_FILE = "index.json"
-
 S3_URL = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
 """An S3 URL: ``s3://BUCKET/PREFIX`` (bucket names as S3 allows them)."""
-
-DOWNLOAD_TIMEOUT_S = 120.0
 
 
 def check_location(path: str, where: str) -> None:
@@ -66,12 +63,15 @@ class ShardDataset(Dataset):
     """
 
     def __init__(self, location: str, cache: Path | None, decode: bool = True) -> None:
-        self.remote = location if "://" in location else None
-        if self.remote is not None and cache is None:
-            raise ConfigError(
-                "data.shards.cache_dir: shards at an s3:// URL need a local folder to keep them"
-            )
-        self.local = str(cache) if self.remote is not None else location
+        self.cache: ShardCache | None = None
+        if "://" in location:
+            if cache is None:
+                raise ConfigError(
+                    "data.shards.cache_dir: shards at an s3:// URL need a local folder to keep them"
+                )
+            self.cache = ShardCache(location, cache)
+            self.cache.open()
+        self.local = str(cache) if self.cache is not None else location
         self.location = location
         self.decode = decode
         try:
@@ -96,12 +96,9 @@ class ShardDataset(Dataset):
 
     def _fetch(self, name: str) -> str:
         """The local path of the shard folder's file ``name``, fetched first if remote."""
+        if self.cache is not None:
+            return self.cache.fetch(name)
         local = os.path.join(self.local, name)
-        if self.remote is not None and not os.path.exists(local):
-            try:
-                CloudDownloader.direct_download(f"{self.remote}/{name}", local, DOWNLOAD_TIMEOUT_S)
-            except Exception as exc:  # any store's error: missing, denied, offline
-                raise DataError(f"cannot fetch {self.remote}/{name}: {exc}") from None
         if not os.path.exists(local):
             raise DataError(f"shard file {local} is missing")
         return local

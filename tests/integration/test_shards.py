@@ -24,7 +24,6 @@ from hookbus.engine.errors import (
     UserError,
 )
 from hookbus.parts.data import datasets
-from hookbus.parts.data import shards as shards_module
 from hookbus.parts.data.image_folder import ImageFolderDataset
 from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset, build_shards
 from hookbus.parts.data.shards_sampler import ShardSampler
@@ -307,42 +306,6 @@ def test_the_throughput_benchmark_reads_every_photo_from_the_folder_and_the_shar
         "shards torchvision",
     ]
     assert all(rate() > 0 for rate in rates.values())
-
-
-def test_remote_shards_are_fetched_into_the_cache_when_first_read(
-    shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fetched: list[str] = []
-
-    def download(remote: str, local: str, timeout: float) -> None:
-        name = remote.removeprefix("s3://bucket/train/")
-        fetched.append(name)
-        Path(local).parent.mkdir(parents=True, exist_ok=True)
-        Path(local).write_bytes((shards / name).read_bytes())
-
-    monkeypatch.setattr(shards_module.CloudDownloader, "direct_download", download)
-    remote = ShardDataset("s3://bucket/train", tmp_path / "cache")
-    assert fetched == ["index.json", CLASSES_FILE]  # opening reads the index only
-    local = ShardDataset(str(shards), None)
-    last = len(local) - 1
-    image, label, _ = remote[last]
-    assert fetched[2:] == [reader.file_pairs[0][0].basename for reader in local.readers[-1:]]
-    assert torch.equal(image, local[last][0]) and label == local[last][1]
-    remote[last]
-    assert len(fetched) == 3  # kept in the cache
-
-
-def test_a_remote_file_that_cannot_be_fetched_is_one_line_naming_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def offline(remote: str, local: str, timeout: float) -> None:
-        raise ConnectionError("no route to host")
-
-    monkeypatch.setattr(shards_module.CloudDownloader, "direct_download", offline)
-    with pytest.raises(
-        DataError, match=r"^cannot fetch s3://bucket/train/index.json: no route to host$"
-    ):
-        ShardDataset("s3://bucket/train", tmp_path / "cache")
 
 
 @pytest.mark.parametrize(
