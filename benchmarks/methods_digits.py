@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/methods_digits.py --seeds 0 --methods byol swav
 
 For each method and seed it runs ``hookbus train configs/<method>_digits.yaml
-trainer.seed=<seed>`` (MAE and DINO on the tiny ViT: see ``RECIPES``) in a fresh
+trainer.seed=<seed>`` (MAE, DINO and I-JEPA on the tiny ViT: see ``RECIPES``) in a fresh
 run directory (under ``--out``, default ``runs/methods_digits``), one run at a time, and
 reads the run's ``evaluation.json`` (the evaluation-report hook: kNN top-1, k=20, with
 the train split as memory, and the 10-labels-per-class probe, for the encoder at random
@@ -44,8 +44,13 @@ METHODS = (
     "dino_vit_tiny",
     "dinov2",
     "ibot",
+    "ijepa",
 )
-RECIPES = {"mae": "mae_digits_vit_tiny", "dino_vit_tiny": "dino_digits_vit_tiny"}
+RECIPES = {
+    "mae": "mae_digits_vit_tiny",
+    "dino_vit_tiny": "dino_digits_vit_tiny",
+    "ijepa": "ijepa_digits_vit_tiny",
+}
 """The recipe of each method whose digits recipe is not ``<method>_digits``."""
 
 
