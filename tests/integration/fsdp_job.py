@@ -1,5 +1,6 @@
-"""Runs of BYOL (a momentum teacher, BatchNorm, AdamW), DINO's ViT, or DINOv2's and iBOT's
-masked ViT, on the tiny data set, one after another in the same processes, for
+"""Runs of BYOL (a momentum teacher, BatchNorm, AdamW), MoCo v2 (a key encoder with
+shuffle-BN and a queue of keys) and MoCo v3, DINO's ViT, or DINOv2's and iBOT's masked
+ViT, on the tiny data set, one after another in the same processes, for
 tests/integration/test_fsdp.py and test_fsdp_methods.py.
 
     python -m tests.integration.fsdp_job RUNS_JSON
@@ -49,13 +50,14 @@ RUNS = (
     "machine.num_threads=1",
 )
 """24 train images in batches of 4: 6 steps an epoch in one process, 3 on two ranks."""
-SMALL = (
-    *RUNS,
-    "model.backbone.width=4",
-    "model.head.dims=[16,16,8]",
-    "model.predictor.dims=[8,16,8]",
-)
-"""BYOL's model shrunk to the tiny images."""
+CNN = (*RUNS, "model.backbone.width=4", "model.head.dims=[16,16,8]")
+"""The digits recipes' CNN and projector (with BatchNorm) shrunk to the tiny images."""
+SMALL = (*CNN, "model.predictor.dims=[8,16,8]")
+"""BYOL's (and MoCo v3's) model shrunk to the tiny images."""
+MOCO = (*CNN, "loss.moco.queue_size=24")
+"""MoCo v2's model shrunk to the tiny images, a queue of 24 keys: on two ranks a step
+queues 16 (2 views of the global batch of 8), so it is full from the 2nd step and
+wraps around."""
 VIT = (
     *RUNS,
     "data.small_views.size=8",
@@ -80,6 +82,8 @@ patches on the 8 px global views, 3x3 on the 6 px local ones), 12 prototypes, in
 float32."""
 RECIPES = {
     "byol_digits": SMALL,
+    "moco_digits": MOCO,
+    "moco_v3_digits": SMALL,
     "dino_digits_vit_tiny": VIT,
     "dinov2_digits": MASKED,
     "ibot_digits": MASKED,
@@ -137,10 +141,16 @@ def teacher_shards(teacher: nn.Module) -> dict[str, Any]:
 
 
 def whole_state(state: Any, *, optimizer: bool) -> dict[str, Any]:
-    """The model's (and the optimizer's) whole state dicts, gathered from the shards."""
+    """The model's (and the optimizer's) whole state dicts, gathered from the shards.
+
+    Of an optimizer without state yet (a run's first step still to come) the state dict
+    is ``{}``: DCP's ``get_state_dict`` would make one by a step at learning rate 0,
+    which leaves SGD as it was but counts a step of AdamW (its bias correction then
+    differs from the run's without the dump)."""
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    if not optimizer:
-        return get_model_state_dict(state.base_model, options=options)
+    if not optimizer or not state.optimizer.state:
+        model = get_model_state_dict(state.base_model, options=options)
+        return {"model": model, "optimizer": {}} if optimizer else model
     model, optim = get_state_dict(state.base_model, state.optimizer, options=options)
     return {"model": model, "optimizer": optim}
 

@@ -1,11 +1,15 @@
-"""DINOv2 and iBOT (a momentum teacher, centering, Sinkhorn-Knopp), gradient clipping,
-gradient accumulation, and a ViT's register tokens with activation checkpointing, on
-two gloo ranks under ``distributed.strategy: fsdp``, against the same runs under DDP.
+"""DINOv2 and iBOT (a momentum teacher, centering, Sinkhorn-Knopp), MoCo v2 (a key
+encoder run with shuffle-BN across the ranks, a queue of its keys) and MoCo v3 (a
+momentum encoder, no queue), gradient clipping, gradient accumulation, and a ViT's
+register tokens with activation checkpointing, on two gloo ranks under
+``distributed.strategy: fsdp``, against the same runs under DDP.
 
 The runs (tests/integration/fsdp_job.py: :data:`~tests.integration.fsdp_job.MASKED`, a
-ViT of 2 blocks on the tiny data set, 3 steps an epoch on two ranks) are made once for
-the module, in one torchrun launch. DINOv2's runs have a register token and
-checkpointed blocks; iBOT's have neither.
+ViT of 2 blocks on the tiny data set, 3 steps an epoch on two ranks; MoCo's on
+:data:`~tests.integration.fsdp_job.MOCO` and :data:`~tests.integration.fsdp_job.SMALL`,
+the digits recipes' CNN with BatchNorm) are made once for the module, in one torchrun
+launch. DINOv2's runs have a register token and checkpointed blocks; iBOT's have
+neither.
 
 Tolerances: FSDP against DDP, every parameter and buffer of the model and of the
 teacher within 1e-6 (absolute) after 2 epochs, as in test_fsdp.py: on two ranks the
@@ -14,7 +18,11 @@ every bit here; the tolerance leaves room for another order of the sum. Gradient
 accumulation (each batch's gradients reduce-scattered into the shards, where DDP sums
 them on the rank and reduces once) and clipping (the norm summed over each rank's
 shards, then over ranks) sum in another order: those runs train with SGD (see
-:data:`SGD`), also within 1e-6, the norms within 1e-5 (relative). Resume, bit-exact.
+:data:`SGD`), also within 1e-6, the norms within 1e-5 (relative). MoCo's and MoCo v3's
+model and key encoder, and MoCo's queue of keys, within the same 1e-6 with their
+recipes' AdamW: shuffle-BN's gathers and the queue's are copies (no float sum), so
+they add nothing to the reduce-scatter's difference, and the queue (unit vectors)
+holds the key encoder's outputs. Resume, bit-exact.
 """
 
 from __future__ import annotations
@@ -41,6 +49,10 @@ CLIP = 0.1
 """A max norm far below the gradients' (about 7 to 18): every step is clipped."""
 CLIPPED = f"optimizer.clip_grad_norm={CLIP}"
 ACCUMULATED = ("optimizer.lr=0.01", "optimizer.accumulate_steps=2")
+MOCOS = ("moco", "moco_v3")
+"""The runs of ``configs/<name>_digits.yaml``: MoCo v2 (shuffle-BN on, its default, and
+a queue) and MoCo v3."""
+UNSHUFFLED = "loss.moco.shuffle_bn=false"
 
 
 def _spec(root: Path, name: str, strategy: str, epochs: int, recipe: str, *overrides: str):
@@ -69,9 +81,11 @@ def _taught(spec: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``<name>_<strategy>``: ``dinov2`` (registers, checkpointed blocks) and ``ibot``, 2
-    epochs, on ``ddp`` and ``fsdp``; ``dinov2_split`` (on both) and ``ibot_split`` (on
-    fsdp), the same stopped after epoch 1 and resumed; ``clip``: BYOL, 2 epochs of SGD
+    """``<name>_<strategy>``: ``dinov2`` (registers, checkpointed blocks), ``ibot``,
+    ``moco`` and ``moco_v3``, 2 epochs, on ``ddp`` and ``fsdp``; ``dinov2_split`` (on
+    both), ``ibot_split``, ``moco_split`` and ``moco_v3_split`` (on fsdp), the same
+    stopped after epoch 1 and resumed; ``moco_unshuffled_fsdp``: ``moco`` without
+    shuffle-BN; ``clip``: BYOL, 2 epochs of SGD
     clipped at :data:`CLIP`; ``accumulate``: DINOv2, 2 epochs of SGD with
     ``accumulate_steps=2``. ``*.pt``: the whole final weights, ``*_teacher.pt`` the
     teacher's, ``clip_*.json`` the norms of every step, ``*_start.pt`` the state the
@@ -86,11 +100,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             _spec(root, "clip", strategy, 2, "byol_digits", *SGD, "optimizer.lr=0.5", CLIPPED)
             | {"grad_norms": str(root / f"clip_{strategy}.json")},
             _spec(root, "accumulate", strategy, 2, "dinov2_digits", *SGD, *ACCUMULATED),
+            *(_taught(_spec(root, name, strategy, 2, f"{name}_digits")) for name in MOCOS),
         ]
-    for name in ("clip", "accumulate"):
+    for name in ("clip", "accumulate", *MOCOS):
         (fsdp,) = (spec for spec in specs if spec["dir"] == root / f"{name}_fsdp")
         fsdp["start"] = str(root / f"{name}_start.pt")
     specs += _split(root, "ibot", "fsdp", "ibot_digits")
+    for name in MOCOS:
+        specs += _split(root, name, "fsdp", f"{name}_digits")
+    specs.append(_spec(root, "moco_unshuffled", "fsdp", 2, "moco_digits", UNSHUFFLED))
     _launch(*specs)
     return root
 
@@ -136,11 +154,55 @@ def test_two_fsdp_ranks_train_the_model_and_teacher_of_two_ddp_ranks(
     )
 
 
-def test_the_teacher_is_sharded_and_updated_on_each_ranks_shards(runs: Path) -> None:
-    shards = json.loads((runs / "dinov2_fsdp_teacher.pt.json").read_text())
+@pytest.mark.parametrize("method", ["moco", "moco_v3"])
+def test_two_fsdp_ranks_train_mocos_model_and_key_encoder_of_two_ddp_ranks(
+    runs: Path, method: str
+) -> None:
+    for suffix in (".pt", "_teacher.pt"):
+        ddp, fsdp = _load(runs / f"{method}_ddp{suffix}"), _load(runs / f"{method}_fsdp{suffix}")
+        assert max(_differences(fsdp, ddp).values()) <= 1e-6, suffix
+    model, teacher = _load(runs / f"{method}_fsdp.pt"), _load(runs / f"{method}_fsdp_teacher.pt")
+    _assert_trained(model, runs / f"{method}_start.pt")
+    predicted = {key.split(".")[0] for key in model} - {key.split(".")[0] for key in teacher}
+    assert predicted == ({"predictor"} if method == "moco_v3" else set())  # not in the EMA
+    lagging = _differences(teacher, {key: model[key] for key in teacher})
+    assert max(lagging.values()) > 1e-3  # the EMA lags the model
+    assert _last_row(runs / f"{method}_fsdp")["loss"] == pytest.approx(
+        _last_row(runs / f"{method}_ddp")["loss"], abs=1e-6
+    )
+
+
+def test_mocos_queue_on_fsdp_is_ddps_and_its_checkpoint_holds_the_key_encoder(
+    runs: Path,
+) -> None:
+    fsdp = load_whole_checkpoint(runs / "moco_fsdp" / POINTER_NAME)["hooks"]
+    ddp = load_whole_checkpoint(runs / "moco_ddp" / POINTER_NAME)["hooks"]
+    queue, theirs = fsdp["key_queue"], ddp["key_queue"]
+    # 6 steps of 16 keys into 24 slots: full, the next write at slot 96 % 24
+    assert (queue["filled"], queue["position"]) == (theirs["filled"], theirs["position"]) == (24, 0)
+    keys = queue["keys"]
+    assert keys.shape == (24, 8)
+    assert torch.allclose(keys.norm(dim=1), torch.ones(24), atol=1e-5)
+    assert float((keys - theirs["keys"]).abs().max()) <= 1e-6
+    assert _equal(fsdp["momentum_teacher"]["teacher"], _load(runs / "moco_fsdp_teacher.pt"))
+
+
+def test_shuffle_bn_crosses_the_ranks_on_fsdp(runs: Path) -> None:
+    """The keys of the key encoder run on a shuffled share of the global batch are not
+    those of one run on each rank's own batch."""
+    queues = [
+        load_whole_checkpoint(runs / run / POINTER_NAME)["hooks"]["key_queue"]["keys"]
+        for run in ("moco_fsdp", "moco_unshuffled_fsdp")
+    ]
+    assert float((queues[0] - queues[1]).abs().max()) > 1e-2
+
+
+@pytest.mark.parametrize("method", ["dinov2", "moco", "moco_v3"])
+def test_the_teacher_is_sharded_and_updated_on_each_ranks_shards(runs: Path, method: str) -> None:
+    shards = json.loads((runs / f"{method}_fsdp_teacher.pt.json").read_text())
     assert shards["sharded"]
     assert shards["local"] < 0.6 * shards["whole"]  # rank 0 holds about half of it
-    assert not json.loads((runs / "dinov2_ddp_teacher.pt.json").read_text())["sharded"]
+    assert not json.loads((runs / f"{method}_ddp_teacher.pt.json").read_text())["sharded"]
 
 
 def test_a_sharded_checkpoint_holds_the_teacher_the_run_trained(runs: Path) -> None:
@@ -162,7 +224,16 @@ def test_ibots_centers_on_fsdp_are_ddps(runs: Path) -> None:
         assert torch.allclose(center, ddp[hook]["center"], rtol=0, atol=1e-6), hook
 
 
-@pytest.mark.parametrize("run", ["dinov2_split_fsdp", "dinov2_split_ddp", "ibot_split_fsdp"])
+@pytest.mark.parametrize(
+    "run",
+    [
+        "dinov2_split_fsdp",
+        "dinov2_split_ddp",
+        "ibot_split_fsdp",
+        "moco_split_fsdp",
+        "moco_v3_split_fsdp",
+    ],
+)
 def test_a_run_resumed_after_epoch_1_equals_the_run_without_a_stop(runs: Path, run: str) -> None:
     whole = run.replace("_split", "")
     assert _equal(_load(runs / f"{run}.pt"), _load(runs / f"{whole}.pt"))
@@ -173,6 +244,11 @@ def test_a_run_resumed_after_epoch_1_equals_the_run_without_a_stop(runs: Path, r
         if split is not None:
             unstopped = load_whole_checkpoint(runs / whole / POINTER_NAME)["hooks"][hook]
             assert torch.equal(split["center"], unstopped["center"]), hook
+    if run.startswith("moco_split"):
+        split = load_whole_checkpoint(runs / run / POINTER_NAME)["hooks"]["key_queue"]
+        unstopped = load_whole_checkpoint(runs / whole / POINTER_NAME)["hooks"]["key_queue"]
+        assert (split["position"], split["filled"]) == (unstopped["position"], unstopped["filled"])
+        assert torch.equal(split["keys"], unstopped["keys"])
 
 
 def test_clipping_on_fsdp_takes_ddps_global_norm_and_weights(runs: Path) -> None:
