@@ -140,14 +140,20 @@ def _last_row(run_dir: Path) -> dict:
     return json.loads((run_dir / "metrics.json").read_text().splitlines()[-1])
 
 
+def _fsdp_model_and_teacher_as_ddp(runs: Path, method: str) -> tuple[dict, dict]:
+    """The FSDP run's model and teacher of ``method``, after asserting that each is
+    within 1e-6 of the DDP run's."""
+    for suffix in (".pt", "_teacher.pt"):
+        ddp, fsdp = _load(runs / f"{method}_ddp{suffix}"), _load(runs / f"{method}_fsdp{suffix}")
+        assert max(_differences(fsdp, ddp).values()) <= 1e-6, suffix
+    return _load(runs / f"{method}_fsdp.pt"), _load(runs / f"{method}_fsdp_teacher.pt")
+
+
 @pytest.mark.parametrize("method", ["dinov2", "ibot"])
 def test_two_fsdp_ranks_train_the_model_and_teacher_of_two_ddp_ranks(
     runs: Path, method: str
 ) -> None:
-    for suffix in (".pt", "_teacher.pt"):
-        ddp, fsdp = _load(runs / f"{method}_ddp{suffix}"), _load(runs / f"{method}_fsdp{suffix}")
-        assert max(_differences(fsdp, ddp).values()) <= 1e-6, suffix
-    model, teacher = _load(runs / f"{method}_fsdp.pt"), _load(runs / f"{method}_fsdp_teacher.pt")
+    model, teacher = _fsdp_model_and_teacher_as_ddp(runs, method)
     assert not torch.equal(model["prototypes.weight"], teacher["prototypes.weight"])
     assert _last_row(runs / f"{method}_fsdp")["loss"] == pytest.approx(
         _last_row(runs / f"{method}_ddp")["loss"], abs=1e-6
@@ -158,10 +164,7 @@ def test_two_fsdp_ranks_train_the_model_and_teacher_of_two_ddp_ranks(
 def test_two_fsdp_ranks_train_mocos_model_and_key_encoder_of_two_ddp_ranks(
     runs: Path, method: str
 ) -> None:
-    for suffix in (".pt", "_teacher.pt"):
-        ddp, fsdp = _load(runs / f"{method}_ddp{suffix}"), _load(runs / f"{method}_fsdp{suffix}")
-        assert max(_differences(fsdp, ddp).values()) <= 1e-6, suffix
-    model, teacher = _load(runs / f"{method}_fsdp.pt"), _load(runs / f"{method}_fsdp_teacher.pt")
+    model, teacher = _fsdp_model_and_teacher_as_ddp(runs, method)
     _assert_trained(model, runs / f"{method}_start.pt")
     predicted = {key.split(".")[0] for key in model} - {key.split(".")[0] for key in teacher}
     assert predicted == ({"predictor"} if method == "moco_v3" else set())  # not in the EMA

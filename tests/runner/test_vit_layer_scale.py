@@ -161,26 +161,11 @@ def test_an_export_folds_the_scales_into_torchvisions_layers(tmp_path: Path, cap
 
 
 def test_a_run_with_layer_scale_and_uniform_drop_path_resumes_bit_exactly(tmp_path: Path) -> None:
-    from tests.runner.test_loss_mae import TINY_MAE, mae_config
-    from tests.runner.test_vit_backbone import StopAfterPhase
+    from tests.runner.test_vit_options import straight_and_resumed_mae_runs
 
-    vit = {
-        **TINY_MAE["model"]["backbone"]["vit"],
-        "drop_path": 0.3,
-        "drop_path_rule": "uniform",
-        "layer_scale": 0.1,
-    }
-    backbone = {**TINY_MAE["model"]["backbone"], "vit": vit}
-
-    def run(folder: Path, *extra: Any) -> Any:
-        cfg = mae_config(folder, model={"backbone": backbone})
-        return SSLTrainer(cfg, hooks=[CheckpointHook(folder / "run"), *extra]).train()
-
-    straight = run(tmp_path / "straight")
-    with pytest.raises(RuntimeError, match="stopped"):
-        run(tmp_path / "resumed", StopAfterPhase(1))
-    resumed = run(tmp_path / "resumed")
-    assert resumed.resumed_from is not None and resumed.iteration == straight.iteration
+    straight, resumed = straight_and_resumed_mae_runs(
+        tmp_path, drop_path=0.3, drop_path_rule="uniform", layer_scale=0.1
+    )
     first, second = straight.base_model.state_dict(), resumed.base_model.state_dict()
     assert first.keys() == second.keys() and len([k for k in first if "layer_scale" in k]) == 4
     assert all(torch.equal(first[key], second[key]) for key in first)

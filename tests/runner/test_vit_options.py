@@ -186,13 +186,16 @@ def test_drop_path_comes_from_the_config_and_is_bounded() -> None:
         validate_config({"model": {"backbone": {"vit": {"drop_path": 1.0}}}}, "test")
 
 
-def test_an_mae_run_with_drop_path_resumes_bit_exactly(tmp_path: Path) -> None:
+def straight_and_resumed_mae_runs(tmp_path: Path, **vit_options: Any) -> tuple[Any, Any]:
+    """The final states of a tiny MAE run with ``vit_options`` on its ViT, straight and
+    stopped after its first phase then resumed; asserts the second resumed to the same
+    iteration."""
     from hookbus import SSLTrainer
     from hookbus.hooks.checkpoint import CheckpointHook
     from tests.runner.test_loss_mae import TINY_MAE, mae_config
     from tests.runner.test_vit_backbone import StopAfterPhase
 
-    vit = {**TINY_MAE["model"]["backbone"]["vit"], "drop_path": 0.3}
+    vit = {**TINY_MAE["model"]["backbone"]["vit"], **vit_options}
     backbone = {**TINY_MAE["model"]["backbone"], "vit": vit}
 
     def run(folder: Path, *extra: Any) -> Any:
@@ -204,5 +207,10 @@ def test_an_mae_run_with_drop_path_resumes_bit_exactly(tmp_path: Path) -> None:
         run(tmp_path / "resumed", StopAfterPhase(1))
     resumed = run(tmp_path / "resumed")
     assert resumed.resumed_from is not None and resumed.iteration == straight.iteration
+    return straight, resumed
+
+
+def test_an_mae_run_with_drop_path_resumes_bit_exactly(tmp_path: Path) -> None:
+    straight, resumed = straight_and_resumed_mae_runs(tmp_path, drop_path=0.3)
     first, second = straight.base_model.state_dict(), resumed.base_model.state_dict()
     assert all(torch.equal(first[key], second[key]) for key in first)
