@@ -174,7 +174,7 @@ def check_method(cfg: Config, spec: MethodSpec | None, views: Views | None = Vie
     name = cfg.loss.name
     for part in spec.parts if spec else ():
         key = SHARED_PARTS.get(part)
-        if key and not _value(cfg, key):
+        if key and not config_value(cfg, key):
             plural = "" if part.endswith("s") else "a "
             raise ValueError(f"loss.name {name} needs {plural}{part}: set {key}")
     for other in methods_in_order():
@@ -233,8 +233,8 @@ def check_views(cfg: Config, views: Views) -> None:
         )
 
 
-def _value(cfg: Config, key: str) -> Any:
-    """The value of the dotted ``key`` of ``cfg``."""
+def config_value(cfg: Config, key: str) -> Any:
+    """The value (a section or a setting) of the dotted ``key`` of ``cfg``."""
     value: Any = cfg
     for part in key.split("."):
         value = getattr(value, part)

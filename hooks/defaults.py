@@ -11,7 +11,7 @@ from typing import Any
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.hook import Hook
-from hookbus.engine.methods import method_of
+from hookbus.engine.methods import config_value, method_of
 from hookbus.engine.registry import UnknownNameError
 from hookbus.hooks import methods as method_hook_modules
 from hookbus.hooks.checkpoint import CheckpointHook
@@ -48,7 +48,7 @@ class OptionalHook:
 
     def hook(self, cfg: Config) -> Hook:
         """The hook this row builds for ``cfg``."""
-        return self.build(_value(cfg, self.reads) if self.reads else cfg)
+        return self.build(config_value(cfg, self.reads) if self.reads else cfg)
 
 
 OPTIONAL_HOOKS: tuple[OptionalHook, ...] = (
@@ -84,18 +84,10 @@ def default_hooks(cfg: Config) -> list[Hook]:
     ``params``.
     """
     hooks: list[Hook] = [TimingHook.from_config(cfg), MeterSyncHook(), *method_hooks(cfg)]
-    hooks += [row.hook(cfg) for row in OPTIONAL_HOOKS if _value(cfg, row.on) is True]
+    hooks += [row.hook(cfg) for row in OPTIONAL_HOOKS if config_value(cfg, row.on) is True]
     hooks.append(CheckpointHook.from_config(cfg))
     hooks += extra_hooks(cfg)
     return hooks
-
-
-def _value(cfg: Config, key: str) -> Any:
-    """The value (a section or a setting) at the dotted ``key`` of ``cfg``."""
-    value: object = cfg
-    for part in key.split("."):
-        value = getattr(value, part)
-    return value
 
 
 def extra_hooks(cfg: Config) -> list[Hook]:
