@@ -28,7 +28,7 @@ from hookbus.parts.data.image_folder import ImageFolderDataset
 from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset, build_shards
 from hookbus.parts.data.shards_sampler import ShardSampler
 from hookbus.shard import write_shards
-from tests.photos import CLASSES, make_photo_folder
+from tests.photos import CLASSES
 from tests.sample_log import global_batches
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,19 +54,6 @@ SMALL = (
     "hooks.evaluation_report.enabled=false",
 )
 """SimCLR on 16 px views of 12 photos: 3 steps of 4 a train phase, 2 phases."""
-
-
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_photo_folder(tmp_path_factory.mktemp("photos"), per_class=6, size=20)
-
-
-@pytest.fixture(scope="module")
-def shards(photos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The train photos written as shards of at most 4 KiB (several shards)."""
-    out = tmp_path_factory.mktemp("shards") / "train"
-    write_shards(photos / "train", out, shard_bytes=4096)
-    return out
 
 
 def test_shards_hold_the_folders_images_labels_and_class_names(photos: Path, shards: Path) -> None:

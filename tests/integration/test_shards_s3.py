@@ -27,7 +27,6 @@ from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset
 from hookbus.shard import write_shards
 from tests.doc_blocks import ROOT, commands, extract
 from tests.integration.test_shards import RECIPE, SMALL
-from tests.photos import make_photo_folder
 
 BUCKET = "photos"
 URL = f"s3://{BUCKET}/train"
@@ -60,19 +59,6 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         env.setenv("S3_ENDPOINT_URL", url)
         yield url
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_photo_folder(tmp_path_factory.mktemp("photos"), per_class=6, size=20)
-
-
-@pytest.fixture(scope="module")
-def shards(photos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 12 train photos as shards of at most 4 KiB (several shards), as test_shards.py."""
-    out = tmp_path_factory.mktemp("shards") / "train"
-    write_shards(photos / "train", out, shard_bytes=4096)
-    return out
 
 
 @pytest.fixture(scope="module")
