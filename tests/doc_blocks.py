@@ -273,7 +273,12 @@ class PageRun:
         self.page = page
         self.home = Path(tempfile.mkdtemp(prefix="doc-blocks-"))
         self.copy = self.home / "hookbus"
-        shutil.copytree(ROOT, self.copy, ignore=shutil.ignore_patterns(*COPY_LEFT_OUT))
+        # Links stay links (hookbus/engine -> ../engine): followed, they would add files
+        # to the package's list, and the copy's make would reinstall the shared .venv
+        # from the copy, which is gone when the page ends.
+        shutil.copytree(
+            ROOT, self.copy, symlinks=True, ignore=shutil.ignore_patterns(*COPY_LEFT_OUT)
+        )
         (self.copy / ".venv").symlink_to(ROOT / ".venv")
         stamp = (ROOT / ".venv" / ".installed").stat().st_mtime
         for name in ("setup.cfg", "pyproject.toml"):  # make sees the install as up to date

@@ -14,6 +14,7 @@ import ast
 import contextlib
 import io
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from hookbus.cli import main
 from tests.doc_blocks import (
     ROOT,
     Block,
+    PageRun,
     console_session,
     counts_line,
     extract,
@@ -166,3 +168,27 @@ def test_the_readme_hook_and_its_unit_test_run(capsys: pytest.CaptureFixture[str
     exec(compile(hook.text, hook.where, "exec"), session)
     exec(compile(test.text, test.where, "exec"), session)
     session["test_prints_every_second_iteration"](capsys)
+
+
+def _package_files(checkout: Path, out: Path) -> str:
+    """The Makefile's list of the package's files in ``checkout`` (written under ``out``)."""
+    listing = out / ".package-files"
+    subprocess.run(
+        ["make", "-s", f"VENV={out}", str(listing)], cwd=checkout, check=True, timeout=60
+    )
+    return listing.read_text()
+
+
+def test_a_page_copy_lists_the_package_files_of_the_checkout(tmp_path: Path) -> None:
+    # A copy whose list differs makes its make reinstall the shared .venv from the copy,
+    # which leaves the venv without hookbus once the page's copy is removed.
+    run = PageRun("a page", None, tmp_path / "log.txt")
+    try:
+        assert (run.copy / "hookbus" / "engine").is_symlink()
+        copied = _package_files(run.copy, tmp_path / "copy")
+    finally:
+        run.close()
+    listed = _package_files(ROOT, tmp_path / "root")
+    assert copied == listed
+    assert "engine/bus.py\n" in listed
+    assert "hookbus/engine/" not in listed
