@@ -204,7 +204,8 @@ def output_matches(expected: list[str], actual: list[str]) -> bool:
     return same and output_matches(expected[1:], actual[1:])
 
 
-TRAIN_COMMAND = re.compile(r"hookbus train\s+(\S+)((?:\s+(?!-)[^\s'&|;]+)*)")
+TRAIN_COMMAND = re.compile(r"hookbus train[ \t]+(\S+)((?:[ \t]+(?!-)[^\s'&|;]+)*)")
+"""A ``hookbus train`` command: its recipe and its overrides, up to the end of its line."""
 PYTHON_FILE = re.compile(r"python\s+((?:benchmarks|examples|tests)/\S+\.py)")
 MAKE_TARGET = re.compile(r"(?:^|\s)make\s+([\w-]+)")
 

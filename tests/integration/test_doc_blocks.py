@@ -192,3 +192,25 @@ def test_a_page_copy_lists_the_package_files_of_the_checkout(tmp_path: Path) -> 
     assert copied == listed
     assert "engine/bus.py\n" in listed
     assert "hookbus/engine/" not in listed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "$ hookbus train a.yaml x.y=1 c.d=[1,2]\n$ hookbus train b.yaml\n",
+            [["a.yaml", "x.y=1", "c.d=[1,2]"], ["b.yaml"]],
+        ),
+        (
+            "hookbus train a.yaml \\\n    x.y=1  # a comment\nhookbus train b.yaml z=2\n",
+            [["a.yaml", "x.y=1"], ["b.yaml", "z=2"]],
+        ),
+        ("hookbus train a.yaml x=1 && hookbus train b.yaml\n", [["a.yaml", "x=1"], ["b.yaml"]]),
+    ],
+)
+def test_each_train_command_of_a_validated_block_is_validated_alone(
+    text: str, expected: list[list[str]]
+) -> None:
+    language = "console" if text.startswith("$") else "bash"
+    block = Block("page.md", 1, language, text, "slow", "a campaign")
+    assert validations(block) == [["hookbus", "validate", *argv] for argv in expected]
