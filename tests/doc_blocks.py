@@ -15,14 +15,17 @@ it (a blank line between)::
     <!-- doc-block: gpu -->            needs a CUDA device
     <!-- doc-block: slurm -->          a SLURM job script
     <!-- doc-block: multi-node -->     needs a second machine
+    <!-- doc-block: network REASON --> needs a server or store (its config is checked)
     <!-- doc-block: slow REASON -->    a measurement campaign, minutes to hours
     <!-- doc-block: skip REASON -->    anything else (network, installing elsewhere)
 
 Those are validated: ``hookbus validate`` for each ``hookbus train RECIPE ...`` they
-hold, ``py_compile`` for the Python files they run, an existing target for ``make``,
-``ast.parse`` for Python. A page whose blocks follow ``make demo`` says so once,
-``<!-- doc-blocks: after make demo -->``: the checker makes the demo run once and copies
-its ``runs/simclr_digits`` into that page's copy first.
+hold (for a ``network`` block, whose data a validation cannot read, the recipe and its
+overrides are loaded as a config instead), ``py_compile`` for the Python files they
+run, an existing target for ``make``, ``ast.parse`` for Python. A page whose blocks
+follow ``make demo`` says so once, ``<!-- doc-blocks: after make demo -->``: the checker
+makes the demo run once and copies its ``runs/simclr_digits`` into that page's copy
+first.
 
     python -m tests.doc_blocks                 # every page
     python -m tests.doc_blocks docs/recipes.md  # some pages
@@ -61,10 +64,12 @@ VALIDATE_ONLY = {
     "gpu": "needs a CUDA device",
     "slurm": "a SLURM job script",
     "multi-node": "needs a second machine",
+    "network": "",
     "slow": "",
     "skip": "",
 }
-"""Marker kinds of the blocks that are validated, not run; ``slow`` and ``skip`` need a reason."""
+"""Marker kinds of the blocks that are validated, not run; ``slow``, ``skip`` and
+``network`` need a reason."""
 AFTER_DEMO = "<!-- doc-blocks: after make demo -->"
 DEMO_RUN = "runs/simclr_digits"
 MARKER = re.compile(r"^<!-- doc-block: ([\w-]+)\s*(.*?)\s*-->$")
@@ -228,10 +233,14 @@ def validations(block: Block) -> list[list[str]]:
         if target not in targets:
             raise ValueError(f"{block.where}: make target {target!r} is not in the Makefile")
     text = re.sub(r"(^|\s)#.*$", "", block.text, flags=re.M).replace("\\\n", " ")
+    check = ["python", "-c", LOAD_CONFIG] if block.marker == "network" else ["hookbus", "validate"]
     return [
-        ["hookbus", "validate", recipe, *overrides.split()]
-        for recipe, overrides in TRAIN_COMMAND.findall(text)
+        [*check, recipe, *overrides.split()] for recipe, overrides in TRAIN_COMMAND.findall(text)
     ]
+
+
+LOAD_CONFIG = "import sys; from hookbus import load_config; load_config(sys.argv[1], sys.argv[2:])"
+"""A ``network`` block's check of a train command: its recipe and overrides make a config."""
 
 
 # --- running ---------------------------------------------------------------------------
