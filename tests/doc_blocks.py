@@ -17,11 +17,11 @@ it (a blank line between)::
     <!-- doc-block: multi-node -->     needs a second machine
     <!-- doc-block: network REASON --> needs a server or store (its config is checked)
     <!-- doc-block: slow REASON -->    a measurement campaign, minutes to hours
-    <!-- doc-block: skip REASON -->    anything else (network, installing elsewhere)
+    <!-- doc-block: skip REASON -->    anything else (installing elsewhere, a server run)
 
 Those are validated: ``hookbus validate`` for each ``hookbus train RECIPE ...`` they
-hold (for a ``network`` block, whose data a validation cannot read, the recipe and its
-overrides are loaded as a config instead), ``py_compile`` for the Python files they
+hold (for a ``network`` block, whose data a validation cannot read, ``hookbus hooks``
+instead: the config and the hook plan, no data read), ``py_compile`` for the Python files they
 run, an existing target for ``make``, ``ast.parse`` for Python. A page whose blocks
 follow ``make demo`` says so once, ``<!-- doc-blocks: after make demo -->``: the checker
 makes the demo run once and copies its ``runs/simclr_digits`` into that page's copy
@@ -233,14 +233,10 @@ def validations(block: Block) -> list[list[str]]:
         if target not in targets:
             raise ValueError(f"{block.where}: make target {target!r} is not in the Makefile")
     text = re.sub(r"(^|\s)#.*$", "", block.text, flags=re.M).replace("\\\n", " ")
-    check = ["python", "-c", LOAD_CONFIG] if block.marker == "network" else ["hookbus", "validate"]
+    check = ["hookbus", "hooks" if block.marker == "network" else "validate"]
     return [
         [*check, recipe, *overrides.split()] for recipe, overrides in TRAIN_COMMAND.findall(text)
     ]
-
-
-LOAD_CONFIG = "import sys; from hookbus import load_config; load_config(sys.argv[1], sys.argv[2:])"
-"""A ``network`` block's check of a train command: its recipe and overrides make a config."""
 
 
 # --- running ---------------------------------------------------------------------------

@@ -22,11 +22,9 @@ import pytest
 
 from hookbus.cli import main
 from tests.doc_blocks import (
-    LOAD_CONFIG,
     ROOT,
     Block,
     PageRun,
-    activated_env,
     console_session,
     counts_line,
     extract,
@@ -218,17 +216,18 @@ def test_each_train_command_of_a_validated_block_is_validated_alone(
     assert validations(block) == [["hookbus", "validate", *argv] for argv in expected]
 
 
-def test_a_network_block_loads_its_train_commands_config_without_reading_data() -> None:
+def test_a_network_block_checks_its_train_commands_hook_plan_without_reading_data() -> None:
     block = Block("page.md", 1, "bash", "hookbus train a.yaml data.x=s3://b/t\n", "network", "S3")
-    assert validations(block) == [["python", "-c", LOAD_CONFIG, "a.yaml", "data.x=s3://b/t"]]
+    assert validations(block) == [["hookbus", "hooks", "a.yaml", "data.x=s3://b/t"]]
     guide = next(b for b in BLOCKS if b.kind == "validate" and "s3://photos/train" in b.text)
     assert guide.marker == "network"
 
 
-def test_the_config_check_of_a_network_block_refuses_a_bad_override() -> None:
-    command = ["python", "-c", LOAD_CONFIG, "configs/simclr_digits.yaml", "data.shards.pth=x"]
-    done = subprocess.run(
-        command, cwd=ROOT, env=activated_env(), capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode != 0
-    assert "unknown key 'data.shards.pth'" in done.stderr
+def test_the_check_of_a_network_block_reads_no_data_and_refuses_a_bad_override(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    recipe = str(ROOT / "configs" / "simclr_imagefolder_resnet18_small.yaml")
+    s3 = ("data.name=shards", "data.shards.path=s3://no-such-bucket/train")
+    assert main(["hooks", recipe, *s3]) == 0
+    assert main(["hooks", recipe, *s3, "data.shards.pth=x"]) == 2
+    assert "unknown key 'data.shards.pth'" in capsys.readouterr().err
