@@ -30,6 +30,20 @@ def flush_denormal_enabled() -> bool:
     return not sys.float_info.min / 2 > 0
 
 
+def cache_float_limits() -> None:
+    """Have numpy compute the limits of its float types (``np.finfo``) now, while
+    denormals are kept.
+
+    numpy computes a type's limits on first use and caches them. Computed while
+    denormals flush to zero, the smallest subnormal reads as 0 and numpy warns ("The
+    value of the smallest subnormal ... is zero") from whatever library first asks,
+    in the middle of a run. :func:`configure_process` calls this before it turns
+    flushing on.
+    """
+    for dtype in (np.float16, np.float32, np.float64, np.longdouble):
+        np.finfo(dtype)
+
+
 def current_settings() -> ProcessSettings:
     """The settings as they are now."""
     return ProcessSettings(
@@ -54,13 +68,15 @@ def configure_process(cfg: Config) -> ProcessSettings:
     """Apply ``machine.flush_denormal``, ``machine.num_threads`` and
     ``machine.deterministic``, then seed python, numpy and torch with ``trainer.seed``.
 
-    Returns the settings from before, for :func:`restore_settings` when the run ends
+    numpy's float limits are cached first (:func:`cache_float_limits`). Returns the
+    settings from before, for :func:`restore_settings` when the run ends
     (the trainer does it), so a run's flags never leak into the rest of the process:
     flush-denormal, for one, would turn the caller's own tiny floats into zeros. When
     ``deterministic`` is on, cuBLAS needs ``CUBLAS_WORKSPACE_CONFIG`` before CUDA
     starts: it is set (to ``:4096:8``) unless the environment has it.
     """
     previous = current_settings()
+    cache_float_limits()
     torch.set_flush_denormal(cfg.machine.flush_denormal)
     if cfg.machine.num_threads:
         torch.set_num_threads(cfg.machine.num_threads)
