@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torchvision.models.vision_transformer import EncoderBlock
 
 from hookbus.engine.config import Config
 from hookbus.parts.data.block_masks import ijepa_grid
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.timm_any import TimmViTTokens, is_timm_vit
+from hookbus.parts.models.token_transformer import TokenTransformer
 from hookbus.parts.models.vit import ViTBackbone, sincos_position_embedding
 
 
@@ -30,7 +30,7 @@ def patch_tokens(backbone: nn.Module, images: Tensor, keep: Tensor | None = None
     return TimmViTTokens(backbone).patch_tokens(images, keep)
 
 
-class JepaPredictor(nn.Module):
+class JepaPredictor(TokenTransformer):
     """I-JEPA's predictor: a narrow ViT from the context tokens to the target tokens.
 
     The context tokens ``[B, Kc, D]`` are projected to ``width`` and given the fixed 2-D
@@ -55,14 +55,9 @@ class JepaPredictor(nn.Module):
         heads: int = 12,
         mlp_dim: int | None = None,
     ) -> None:
-        super().__init__()
-        self.grid = grid
-        self.embed = nn.Linear(encoder_width, width)
-        self.mask_token = nn.Parameter(torch.zeros(1, 1, width))
-        self.layers = nn.Sequential(
-            *[EncoderBlock(heads, width, mlp_dim or 4 * width, 0.0, 0.0) for _ in range(depth)]
+        super().__init__(
+            encoder_width, grid, width=width, depth=depth, heads=heads, mlp_dim=mlp_dim
         )
-        self.ln = nn.LayerNorm(width, eps=1e-6)
         self.project = nn.Linear(width, encoder_width)
         # A function of the sizes, rebuilt with the module: not part of the state dict.
         position = sincos_position_embedding(width, *grid)[0, 1:]
@@ -80,7 +75,7 @@ class JepaPredictor(nn.Module):
         x = self.embed(context) + self.position[context_keep]
         x = x.repeat_interleave(blocks, dim=0)
         queries = self.mask_token.to(x.dtype) + self.position[target_keep.reshape(-1, count)]
-        x = self.ln(self.layers(torch.cat([x, queries], dim=1)))
+        x = self.transform(torch.cat([x, queries], dim=1))
         return self.project(x[:, -count:]).reshape(batch, blocks, count, -1)
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torchvision.models.vision_transformer import EncoderBlock
 
 from hookbus.engine.config import Config
 from hookbus.parts.models.drop_path import global_batch_noise
 from hookbus.parts.models.ssl_model import ModelOutput
+from hookbus.parts.models.token_transformer import TokenTransformer
 from hookbus.parts.models.vit import ViTBackbone, sincos_position_embedding
 
 
@@ -68,7 +68,7 @@ def patchify(images: Tensor, patch_size: int) -> Tensor:
     return x.permute(0, 2, 4, 3, 5, 1).reshape(batch, grid_h * grid_w, -1)
 
 
-class MaeDecoder(nn.Module):
+class MaeDecoder(TokenTransformer):
     """MAE's decoder: from the encoder's tokens of the visible patches to pixels.
 
     The encoder's tokens ``[B, 1 + K, encoder_width]`` (class token first) are projected
@@ -93,14 +93,9 @@ class MaeDecoder(nn.Module):
         heads: int = 16,
         mlp_dim: int | None = None,
     ) -> None:
-        super().__init__()
-        self.grid = grid
-        self.embed = nn.Linear(encoder_width, width)
-        self.mask_token = nn.Parameter(torch.zeros(1, 1, width))
-        self.layers = nn.Sequential(
-            *[EncoderBlock(heads, width, mlp_dim or 4 * width, 0.0, 0.0) for _ in range(depth)]
+        super().__init__(
+            encoder_width, grid, width=width, depth=depth, heads=heads, mlp_dim=mlp_dim
         )
-        self.ln = nn.LayerNorm(width, eps=1e-6)
         self.predict = nn.Linear(width, patch_pixels)
         # A function of the sizes, rebuilt with the module: not part of the state dict.
         self.register_buffer("position", sincos_position_embedding(width, *grid), persistent=False)
@@ -123,7 +118,7 @@ class MaeDecoder(nn.Module):
             else sincos_position_embedding(width, *grid).to(x.device)
         )
         x = torch.cat([x[:, :1], patches], dim=1) + position
-        return self.predict(self.ln(self.layers(x)))[:, 1:]
+        return self.predict(self.transform(x))[:, 1:]
 
 
 class MaskedAutoencoder(nn.Module):
