@@ -1,7 +1,8 @@
 """Runs of BYOL (a momentum teacher, BatchNorm, AdamW), MoCo v2 (a key encoder with
-shuffle-BN and a queue of keys) and MoCo v3, DINO's ViT, or DINOv2's and iBOT's masked
-ViT, on the tiny data set, one after another in the same processes, for
-tests/integration/test_fsdp.py and test_fsdp_methods.py.
+shuffle-BN and a queue of keys) and MoCo v3, DINO's ViT, DINOv2's and iBOT's masked
+ViT, or MAE's and I-JEPA's ViT of the kept patches, on the tiny data set, one after
+another in the same processes, for tests/integration/test_fsdp.py and
+test_fsdp_methods.py.
 
     python -m tests.integration.fsdp_job RUNS_JSON
 
@@ -66,20 +67,44 @@ VIT = (
     "model.amp.enabled=true",
 )
 """DINO's ViT recipe on the tiny images (2x2 patches), its blocks checkpointed, in bf16."""
-MASKED = (
-    *RUNS,
-    "data.small_views.size=6",
+SMALL_VIT = (
     "model.backbone.vit.patch_size=2",
     "model.backbone.vit.width=8",
     "model.backbone.vit.depth=2",
     "model.backbone.vit.heads=2",
     "model.backbone.vit.mlp_dim=16",
+)
+"""A ViT of 2 blocks of width 8: a 4x4 grid of 2x2 patches on the 8 px images."""
+MASKED = (
+    *RUNS,
+    *SMALL_VIT,
+    "data.small_views.size=6",
     "model.head.dims=[backbone,16,8]",
     "model.prototypes.count=12",
 )
 """DINOv2's and iBOT's recipes on a ViT of 2 blocks of width 8 (a 4x4 grid of 2x2
 patches on the 8 px global views, 3x3 on the 6 px local ones), 12 prototypes, in
 float32."""
+MAE = (
+    *RUNS,
+    *SMALL_VIT,
+    "model.mae_decoder.width=8",
+    "model.mae_decoder.depth=2",
+    "model.mae_decoder.heads=2",
+)
+"""MAE's recipe on :data:`SMALL_VIT`, a decoder of 2 blocks of width 8: 4 of the 16
+patches encoded."""
+IJEPA = (
+    *RUNS,
+    *SMALL_VIT,
+    "model.ijepa_predictor.width=8",
+    "model.ijepa_predictor.depth=2",
+    "model.ijepa_predictor.heads=2",
+    "loss.ijepa.target_blocks=2",
+    "loss.ijepa.min_context_patches=2",
+)
+"""I-JEPA's recipe on :data:`SMALL_VIT`, a predictor of 2 blocks of width 8, 2 target
+blocks (about 3 of the 16 patches each) and a context of at least 2 patches."""
 RECIPES = {
     "byol_digits": SMALL,
     "moco_digits": MOCO,
@@ -87,6 +112,8 @@ RECIPES = {
     "dino_digits_vit_tiny": VIT,
     "dinov2_digits": MASKED,
     "ibot_digits": MASKED,
+    "mae_digits_vit_tiny": MAE,
+    "ijepa_digits_vit_tiny": IJEPA,
 }
 """The overrides of each recipe the runs train."""
 

@@ -1,14 +1,16 @@
 """DINOv2 and iBOT (a momentum teacher, centering, Sinkhorn-Knopp), MoCo v2 (a key
 encoder run with shuffle-BN across the ranks, a queue of its keys) and MoCo v3 (a
-momentum encoder, no queue), gradient clipping, gradient accumulation, and a ViT's
-register tokens with activation checkpointing, on two gloo ranks under
-``distributed.strategy: fsdp``, against the same runs under DDP.
+momentum encoder, no queue), MAE (a decoder, the ViT on each image's kept patches) and
+I-JEPA (a predictor, a target encoder over the whole grid), gradient clipping, gradient
+accumulation, and a ViT's register tokens with activation checkpointing, on two gloo
+ranks under ``distributed.strategy: fsdp``, against the same runs under DDP.
 
 The runs (tests/integration/fsdp_job.py: :data:`~tests.integration.fsdp_job.MASKED`, a
 ViT of 2 blocks on the tiny data set, 3 steps an epoch on two ranks; MoCo's on
 :data:`~tests.integration.fsdp_job.MOCO` and :data:`~tests.integration.fsdp_job.SMALL`,
-the digits recipes' CNN with BatchNorm) are made once for the module, in one torchrun
-launch. DINOv2's runs have a register token and checkpointed blocks; iBOT's have
+the digits recipes' CNN with BatchNorm; MAE's and I-JEPA's on
+:data:`~tests.integration.fsdp_job.SMALL_VIT`) are made once for the module, in one
+torchrun launch. DINOv2's runs have a register token and checkpointed blocks; iBOT's have
 neither.
 
 Tolerances: FSDP against DDP, every parameter and buffer of the model and of the
@@ -49,6 +51,8 @@ CLIP = 0.1
 """A max norm far below the gradients' (about 7 to 18): every step is clipped."""
 CLIPPED = f"optimizer.clip_grad_norm={CLIP}"
 ACCUMULATED = ("optimizer.lr=0.01", "optimizer.accumulate_steps=2")
+TEACHERLESS = ("mae",)
+"""The methods whose runs have no momentum teacher."""
 MOCOS = ("moco", "moco_v3")
 """The runs of ``configs/<name>_digits.yaml``: MoCo v2 (shuffle-BN on, its default, and
 a queue) and MoCo v3."""
@@ -67,12 +71,17 @@ def _spec(root: Path, name: str, strategy: str, epochs: int, recipe: str, *overr
     }
 
 
-def _split(root: Path, name: str, strategy: str, recipe: str, *overrides: str) -> list[dict]:
-    """2 epochs, stopped after the 1st and resumed (on two ranks) for the 2nd."""
+def _split(
+    root: Path, name: str, strategy: str, recipe: str, *overrides: str, teacher: bool = True
+) -> list[dict]:
+    """2 epochs, stopped after the 1st and resumed (on two ranks) for the 2nd; the
+    teacher's weights kept too unless ``teacher`` is False (a method without one)."""
     whole = _spec(root, f"{name}_split", strategy, 2, recipe, *overrides, RESUME_STOPPED)
     stop = {**whole, "overrides": list(overrides), "stop_after": 1}
     del stop["weights"]
-    return [stop, whole | {"teacher": str(root / f"{name}_split_{strategy}_teacher.pt")}]
+    if teacher:
+        whole |= {"teacher": str(root / f"{name}_split_{strategy}_teacher.pt")}
+    return [stop, whole]
 
 
 def _taught(spec: dict) -> dict:
@@ -82,8 +91,9 @@ def _taught(spec: dict) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``<name>_<strategy>``: ``dinov2`` (registers, checkpointed blocks), ``ibot``,
-    ``moco`` and ``moco_v3``, 2 epochs, on ``ddp`` and ``fsdp``; ``dinov2_split`` (on
-    both), ``ibot_split``, ``moco_split`` and ``moco_v3_split`` (on fsdp), the same
+    ``moco``, ``moco_v3``, ``mae`` and ``ijepa``, 2 epochs, on ``ddp`` and ``fsdp``;
+    ``dinov2_split`` (on both), ``ibot_split``, ``moco_split``, ``moco_v3_split``,
+    ``mae_split`` and ``ijepa_split`` (on fsdp), the same
     stopped after epoch 1 and resumed; ``moco_unshuffled_fsdp``: ``moco`` without
     shuffle-BN; ``clip``: BYOL, 2 epochs of SGD
     clipped at :data:`CLIP`; ``accumulate``: DINOv2, 2 epochs of SGD with
@@ -101,13 +111,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             | {"grad_norms": str(root / f"clip_{strategy}.json")},
             _spec(root, "accumulate", strategy, 2, "dinov2_digits", *SGD, *ACCUMULATED),
             *(_taught(_spec(root, name, strategy, 2, f"{name}_digits")) for name in MOCOS),
+            _spec(root, "mae", strategy, 2, "mae_digits_vit_tiny"),
+            _taught(_spec(root, "ijepa", strategy, 2, "ijepa_digits_vit_tiny")),
         ]
-    for name in ("clip", "accumulate", *MOCOS):
+    for name in ("clip", "accumulate", *MOCOS, "mae", "ijepa"):
         (fsdp,) = (spec for spec in specs if spec["dir"] == root / f"{name}_fsdp")
         fsdp["start"] = str(root / f"{name}_start.pt")
     specs += _split(root, "ibot", "fsdp", "ibot_digits")
     for name in MOCOS:
         specs += _split(root, name, "fsdp", f"{name}_digits")
+    specs += _split(root, "mae", "fsdp", "mae_digits_vit_tiny", teacher=False)
+    specs += _split(root, "ijepa", "fsdp", "ijepa_digits_vit_tiny")
     specs.append(_spec(root, "moco_unshuffled", "fsdp", 2, "moco_digits", UNSHUFFLED))
     _launch(*specs)
     return root
@@ -175,6 +189,36 @@ def test_two_fsdp_ranks_train_mocos_model_and_key_encoder_of_two_ddp_ranks(
     )
 
 
+def test_two_fsdp_ranks_train_maes_model_of_two_ddp_ranks(runs: Path) -> None:
+    fsdp, ddp = _load(runs / "mae_fsdp.pt"), _load(runs / "mae_ddp.pt")
+    assert max(_differences(fsdp, ddp).values()) <= 1e-6
+    _assert_trained(fsdp, runs / "mae_start.pt")
+    assert {key.split(".")[0] for key in fsdp} == {"backbone", "decoder"}
+    assert [path.name for path in sorted((runs / "mae_fsdp").glob("*.shards"))] == [
+        "phase00000_batch0000003.shards",
+        "phase00001_batch0000003.shards",
+    ]  # sharded: each rank wrote its slices
+    assert not list((runs / "mae_ddp").glob("*.shards"))
+    assert _last_row(runs / "mae_fsdp")["loss"] == pytest.approx(
+        _last_row(runs / "mae_ddp")["loss"], abs=1e-6
+    )
+
+
+def test_two_fsdp_ranks_train_ijepas_model_and_target_encoder_of_two_ddp_ranks(
+    runs: Path,
+) -> None:
+    model, teacher = _fsdp_model_and_teacher_as_ddp(runs, "ijepa")
+    _assert_trained(model, runs / "ijepa_start.pt")
+    parts = {key.split(".")[0] for key in model}
+    assert parts == {"backbone", "predictor"}
+    assert {key.split(".")[0] for key in teacher} == {"backbone"}  # no predictor in the EMA
+    lagging = _differences(teacher, {key: model[key] for key in teacher})
+    assert max(lagging.values()) > 1e-4  # the target encoder lags the encoder
+    assert _last_row(runs / "ijepa_fsdp")["loss"] == pytest.approx(
+        _last_row(runs / "ijepa_ddp")["loss"], abs=1e-6
+    )
+
+
 def test_mocos_queue_on_fsdp_is_ddps_and_its_checkpoint_holds_the_key_encoder(
     runs: Path,
 ) -> None:
@@ -200,7 +244,7 @@ def test_shuffle_bn_crosses_the_ranks_on_fsdp(runs: Path) -> None:
     assert float((queues[0] - queues[1]).abs().max()) > 1e-2
 
 
-@pytest.mark.parametrize("method", ["dinov2", "moco", "moco_v3"])
+@pytest.mark.parametrize("method", ["dinov2", "moco", "moco_v3", "ijepa"])
 def test_the_teacher_is_sharded_and_updated_on_each_ranks_shards(runs: Path, method: str) -> None:
     shards = json.loads((runs / f"{method}_fsdp_teacher.pt.json").read_text())
     assert shards["sharded"]
@@ -235,12 +279,15 @@ def test_ibots_centers_on_fsdp_are_ddps(runs: Path) -> None:
         "ibot_split_fsdp",
         "moco_split_fsdp",
         "moco_v3_split_fsdp",
+        "mae_split_fsdp",
+        "ijepa_split_fsdp",
     ],
 )
 def test_a_run_resumed_after_epoch_1_equals_the_run_without_a_stop(runs: Path, run: str) -> None:
     whole = run.replace("_split", "")
     assert _equal(_load(runs / f"{run}.pt"), _load(runs / f"{whole}.pt"))
-    assert _equal(_load(runs / f"{run}_teacher.pt"), _load(runs / f"{whole}_teacher.pt"))
+    if not run.startswith(TEACHERLESS):
+        assert _equal(_load(runs / f"{run}_teacher.pt"), _load(runs / f"{whole}_teacher.pt"))
     assert _last_row(runs / run)["loss"] == _last_row(runs / whole)["loss"]
     for hook in ("dino_centering", "patch_centering"):
         split = load_whole_checkpoint(runs / run / POINTER_NAME)["hooks"].get(hook)
