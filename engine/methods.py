@@ -87,6 +87,12 @@ class MethodSpec:
     that lists it in ``reads``). ``order`` is its place in the config reference, the docs
     and ``loss.name``'s description; ``default`` marks the method of a config that names
     none (one entry).
+
+    ``model`` names, as ``"package.module:function"``, the builder of the method's own
+    model in place of the SSL model (backbone, head, predictor, prototypes), called as
+    ``function(cfg, backbone, name)`` with the built backbone and its name for messages.
+    It is imported only when a model is built, so an entry stays torch-free. None: the
+    SSL model.
     """
 
     name: str
@@ -103,8 +109,16 @@ class MethodSpec:
     exclusive_section: bool = False
     order: int = 1000
     default: bool = False
+    model: str | None = None
 
     def __post_init__(self) -> None:
+        if self.model is not None:
+            module, _, function = self.model.partition(":")
+            if not module or not function.isidentifier():
+                raise ValueError(
+                    f"method {self.name!r}: model must be 'package.module:function', got "
+                    f"{self.model!r}"
+                )
         own = {self.model_section.part} if self.model_section else set()
         unknown = sorted(set(self.parts) - set(SHARED_PARTS) - own)
         if unknown:

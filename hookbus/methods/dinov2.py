@@ -102,6 +102,7 @@ DINOV2 = register_method(
             MethodHook("freeze_prototypes", freeze_params, role="last layers"),
         ),
         check=check_dinov2,
+        model="hookbus.parts.models.masked_distillation:build_masked_distillation",
         order=52,
     )
 )

@@ -120,6 +120,7 @@ IBOT = register_method(
             MethodHook("freeze_prototypes", freeze_params, role="last layers"),
         ),
         check=check_vit,
+        model="hookbus.parts.models.masked_distillation:build_masked_distillation",
         order=54,
     )
 )

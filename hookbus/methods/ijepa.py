@@ -123,6 +123,7 @@ IJEPA = register_method(
             ),
         ),
         check=check_ijepa,
+        model="hookbus.parts.models.ijepa:build_jepa_model",
         order=110,
     )
 )

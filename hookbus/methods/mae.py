@@ -77,6 +77,7 @@ MAE = register_method(
             description="loss.name mae: the decoder's sizes",
         ),
         check=check_mae,
+        model="hookbus.parts.models.mae:build_masked_autoencoder",
         order=100,
     )
 )

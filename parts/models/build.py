@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from torch import Tensor, nn
 
 from hookbus.engine.config import BackboneConfig, Config
 from hookbus.engine.errors import ConfigError
+from hookbus.engine.methods import method_of
 from hookbus.engine.registry import Registry, UnknownNameError
 from hookbus.parts.models.fine_tune import FineTuneModel
 from hookbus.parts.models.heads import MLPHead, Prototypes
@@ -23,6 +25,18 @@ from hookbus.parts.models.timm_any import build_timm_model, check_timm_name, zer
 
 if TYPE_CHECKING:
     from hookbus.parts.models.vit import ViTBackbone
+
+MethodModelBuilder = Callable[[Config, nn.Module, "str | None"], nn.Module]
+"""A method's own model builder (``MethodSpec.model``): ``(cfg, backbone, name) -> model``."""
+
+
+class SSLParts(NamedTuple):
+    """The parts an SSL model puts after its backbone (:func:`ssl_parts`)."""
+
+    head: MLPHead
+    predictor: MLPHead | None
+    prototypes: Prototypes | None
+
 
 BackboneBuilder = Callable[[BackboneConfig], nn.Module]
 """A backbone builder: ``(cfg.model.backbone) -> module`` with an ``out_dim``."""
@@ -273,12 +287,10 @@ def build_resnet50(cfg: BackboneConfig) -> nn.Module:
 def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     """The model of ``cfg``: an :class:`SSLModel`, a :class:`LinearEvalModel` when
     ``model.linear_eval.enabled``, or a :class:`FineTuneModel` when
-    ``model.fine_tune.enabled``, or a :class:`MaskedAutoencoder` (ViT backbone and
-    ``model.mae_decoder``) when ``loss.name`` is ``mae``, or a
-    :class:`MaskedDistillationModel` (a ViT, the head, the prototypes and the patch
-    head of ``loss.ibot``) when it is ``dinov2`` or ``ibot``;
-    :class:`~hookbus.parts.models.ijepa.JepaModel` (ViT backbone and
-    ``model.ijepa_predictor``) when it is ``ijepa``.
+    ``model.fine_tune.enabled``, or the model the entry of ``loss.name`` builds with its
+    own builder (``MethodSpec.model``: MAE's :class:`MaskedAutoencoder`, I-JEPA's
+    :class:`~hookbus.parts.models.ijepa.JepaModel`, DINOv2's and iBOT's
+    :class:`MaskedDistillationModel`).
 
     The SSL model is the backbone named by ``model.backbone.name``, an :class:`MLPHead`
     (``model.head``), and when configured a predictor MLP (``model.predictor``) and
@@ -314,16 +326,26 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
             )
         except ValueError as exc:
             raise ValueError(f"model.fine_tune ({name}): {exc}") from None
-    if cfg.loss.name == "mae":
-        # MAE has a decoder instead of a head (the config refuses model.head options).
-        from hookbus.parts.models.mae import build_masked_autoencoder
+    spec = method_of(cfg.loss.name)
+    if spec is not None and spec.model is not None:
+        return method_model_builder(spec.model)(cfg, backbone, name)
+    return SSLModel(backbone, *ssl_parts(cfg, backbone, name))
 
-        return build_masked_autoencoder(cfg, backbone, name)
-    if cfg.loss.name == "ijepa":
-        # I-JEPA has a predictor over token positions instead of a head.
-        from hookbus.parts.models.ijepa import build_jepa_model
 
-        return build_jepa_model(cfg, backbone, name)
+def method_model_builder(path: str) -> MethodModelBuilder:
+    """The builder a method entry names as ``"package.module:function"``
+    (``MethodSpec.model``), imported now."""
+    module, _, function = path.partition(":")
+    return cast(MethodModelBuilder, getattr(importlib.import_module(module), function))
+
+
+def ssl_parts(cfg: Config, backbone: nn.Module, name: str | None) -> SSLParts:
+    """The head (``model.head``), and when configured the predictor (``model.predictor``)
+    and the prototypes (``model.prototypes``), of an SSL model on ``backbone`` (named
+    ``name`` in messages); ``ValueError`` when the sizes of consecutive parts do not
+    match. A method's own model builder takes them too where it has them (DINOv2's and
+    iBOT's)."""
+    model_cfg = cfg.model
     out_dim: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
     head_dims = [out_dim if size == "backbone" else size for size in model_cfg.head.dims]
     if head_dims[0] != backbone.out_dim:
@@ -356,9 +378,4 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
         model_cfg.head.output_batch_norm,
         hidden_bias=model_cfg.head.hidden_bias,
     )
-    if cfg.loss.name in ("dinov2", "ibot") and prototypes is not None:
-        # iBOT and DINOv2 mask a ViT (torchvision's, loaded on use as for MAE).
-        from hookbus.parts.models.masked_distillation import build_masked_distillation
-
-        return build_masked_distillation(cfg, backbone, name, head, prototypes)
-    return SSLModel(backbone, head, predictor, prototypes)
+    return SSLParts(head, predictor, prototypes)

@@ -157,18 +157,26 @@ class MaskedDistillationModel(nn.Module):
 
 
 def build_masked_distillation(
-    cfg: Config, backbone: nn.Module, name: str | None, head: MLPHead, prototypes: Prototypes
+    cfg: Config, backbone: nn.Module, name: str | None
 ) -> MaskedDistillationModel:
     """The :class:`MaskedDistillationModel` of ``cfg`` (``loss.ibot``,
     ``loss.dino.global_views``, ``loss.dinov2``'s learning-rate multipliers) on
     ``backbone`` (named ``name`` in messages), which must be a :class:`ViTBackbone`,
-    with the class-token ``head`` and ``prototypes``; with ``loss.ibot.separate_head`` a
-    patch head of the same sizes and ``loss.ibot.patch_prototypes`` outputs."""
+    with the class-token head and prototypes of the SSL model (``model.head``,
+    ``model.prototypes``: :func:`~hookbus.parts.models.build.ssl_parts`); with
+    ``loss.ibot.separate_head`` a patch head of the same sizes and
+    ``loss.ibot.patch_prototypes`` outputs. DINOv2's and iBOT's model builder
+    (``MethodSpec.model``)."""
+    from hookbus.parts.models.build import ssl_parts  # it builds this model by name
+
     if not isinstance(backbone, ViTBackbone):
         raise ValueError(
             f"loss.name {cfg.loss.name} masks the patches of a Vision Transformer (vit_tiny, "
             f"vit_s16, vit_b16): {name!r} is a {type(backbone).__name__}"
         )
+    head, _, prototypes = ssl_parts(cfg, backbone, name)
+    if prototypes is None:  # the entries need prototypes: validation refuses none
+        raise ValueError(f"loss.name {cfg.loss.name} needs model.prototypes.count")
     ibot, model = cfg.loss.ibot, cfg.model
     patch_head = patch_prototypes = None
     if ibot.separate_head:
