@@ -7,6 +7,7 @@ runs every named case and saves what it returns to ``OUT/<index>_rank<rank>.pt``
 
 from __future__ import annotations
 
+import gc
 import importlib
 import math
 import sys
@@ -173,6 +174,11 @@ def _run_cases(out: Path, names: list[str]) -> None:
         module, function = name.split(":")
         result = getattr(importlib.import_module(module), function)()
         torch.save(result, out / f"{index}_rank{rank}.pt")
+    # Free what the cases left holding the group's tensors and works while the
+    # interpreter is whole: a gloo thread that lets go of a tensor while the interpreter
+    # tears down aborts the process ("terminate called without an active exception")
+    # after every case has passed.
+    gc.collect()
     dist.destroy_process_group()
 
 
