@@ -3,7 +3,7 @@
 A checkpoint is written to a temporary file in the same folder, flushed and fsynced,
 then renamed over its final name, so a crash leaves either the old file or the new one,
 never half of one. Its size and SHA-256 go into a sidecar file ``NAME.sha256``, written
-the same way after it: a checkpoint without a matching sidecar is never trusted.
+the same way just before it: a checkpoint without a matching sidecar is never trusted.
 ``checkpoint.torch`` in the folder is a symbolic link to the newest checkpoint,
 replaced atomically after both files are in place; older files beyond ``keep_last`` are
 removed only after that.
@@ -68,16 +68,19 @@ def is_checkpoint_name(name: str) -> bool:
 def save_atomic(obj: Any, path: Path) -> None:
     """``torch.save`` ``obj`` to ``path`` with its checksum sidecar, all or nothing.
 
-    The bytes are serialised in memory first, so a pickling error writes nothing; the
-    file, then ``path.sha256`` (size and SHA-256), each go through a temporary file,
-    fsync and rename.
+    The bytes are serialised in memory first, so a pickling error writes nothing;
+    ``path.sha256`` (size and SHA-256), then the file, each go through a temporary file,
+    fsync and rename. In that order a kill between the two leaves a sidecar without its
+    checkpoint, which no resume looks at, and never a checkpoint without its sidecar,
+    which a resume would have to refuse as perhaps incomplete (the only one of a run's
+    first phase, say).
     """
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     data = buffer.getvalue()
-    write_bytes_atomic(path, data)
     digest = hashlib.sha256(data).hexdigest()
     write_bytes_atomic(checksum_path(path), f"{digest} {len(data)}\n".encode())
+    write_bytes_atomic(path, data)
     _fsync_dir(path.parent)
 
 

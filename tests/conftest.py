@@ -1,4 +1,5 @@
-"""Shared fixtures: one torch thread, and a config that trains in a second (``tiny_cfg``).
+"""Shared fixtures: one torch thread, the process settings kept per test, and a config
+that trains in a second (``tiny_cfg``).
 
 The tiny config and its data set are :mod:`hookbus.testing`'s, which users' tests import too.
 """
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from hookbus import Config
+from hookbus.engine.machine import current_settings, restore_settings
 from hookbus.testing import tiny_config
 
 
@@ -25,6 +27,18 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def process_settings_kept() -> Iterator[None]:
+    """Each test leaves the process settings (flush-denormal, threads, deterministic
+    algorithms) as it found them. A test that sets a trainer up without training it
+    keeps the run's settings in force (``machine.flush_denormal`` is on by default),
+    and a later test in the same worker then meets a process that flushes subnormal
+    floats to zero (hypothesis refuses to draw floats in one)."""
+    settings = current_settings()
+    yield
+    restore_settings(settings)
 
 
 @pytest.fixture

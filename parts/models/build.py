@@ -6,7 +6,7 @@ import difflib
 import functools
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, cast
 
 from torch import Tensor, nn
 
@@ -15,12 +15,12 @@ from hookbus.engine.errors import ConfigError
 from hookbus.engine.methods import method_of
 from hookbus.engine.registry import Registry, UnknownNameError
 from hookbus.parts.models.fine_tune import FineTuneModel
-from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.linear_eval import LinearEvalModel
 from hookbus.parts.models.presets import TIMM_PREFIX, TV_PREFIX, VIT_PRESETS, vit_sizes
 from hookbus.parts.models.pretrained import load_backbone_weights
 from hookbus.parts.models.small_cnn import SmallCNN
 from hookbus.parts.models.ssl_model import SSLModel
+from hookbus.parts.models.ssl_parts import ssl_parts
 from hookbus.parts.models.timm_any import build_timm_model, check_timm_name, zero_timm_classifier
 
 if TYPE_CHECKING:
@@ -28,14 +28,6 @@ if TYPE_CHECKING:
 
 MethodModelBuilder = Callable[[Config, nn.Module, "str | None"], nn.Module]
 """A method's own model builder (``MethodSpec.model``): ``(cfg, backbone, name) -> model``."""
-
-
-class SSLParts(NamedTuple):
-    """The parts an SSL model puts after its backbone (:func:`ssl_parts`)."""
-
-    head: MLPHead
-    predictor: MLPHead | None
-    prototypes: Prototypes | None
 
 
 BackboneBuilder = Callable[[BackboneConfig], nn.Module]
@@ -337,45 +329,3 @@ def method_model_builder(path: str) -> MethodModelBuilder:
     (``MethodSpec.model``), imported now."""
     module, _, function = path.partition(":")
     return cast(MethodModelBuilder, getattr(importlib.import_module(module), function))
-
-
-def ssl_parts(cfg: Config, backbone: nn.Module, name: str | None) -> SSLParts:
-    """The head (``model.head``), and when configured the predictor (``model.predictor``)
-    and the prototypes (``model.prototypes``), of an SSL model on ``backbone`` (named
-    ``name`` in messages); ``ValueError`` when the sizes of consecutive parts do not
-    match. A method's own model builder takes them too where it has them (DINOv2's and
-    iBOT's)."""
-    model_cfg = cfg.model
-    out_dim: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
-    head_dims = [out_dim if size == "backbone" else size for size in model_cfg.head.dims]
-    if head_dims[0] != backbone.out_dim:
-        raise ValueError(
-            f"model.head.dims[0] is {head_dims[0]} but backbone "
-            f"{name!r} gives {backbone.out_dim} features "
-            f"(out_dim); set model.head.dims[0] to {backbone.out_dim} or backbone"
-        )
-    predictor = None
-    if model_cfg.predictor.dims:
-        if model_cfg.predictor.dims[0] != head_dims[-1]:
-            raise ValueError(
-                f"model.predictor.dims[0] is {model_cfg.predictor.dims[0]} but the head gives "
-                f"{head_dims[-1]}; set it to model.head.dims[-1]"
-            )
-        predictor = MLPHead(
-            model_cfg.predictor.dims,
-            model_cfg.predictor.batch_norm,
-            model_cfg.predictor.output_batch_norm,
-            hidden_bias=model_cfg.predictor.hidden_bias,
-        )
-    prototypes = None
-    if model_cfg.prototypes.count:
-        prototypes = Prototypes(
-            head_dims[-1], model_cfg.prototypes.count, model_cfg.prototypes.weight_norm
-        )
-    head = MLPHead(
-        head_dims,
-        model_cfg.head.batch_norm,
-        model_cfg.head.output_batch_norm,
-        hidden_bias=model_cfg.head.hidden_bias,
-    )
-    return SSLParts(head, predictor, prototypes)

@@ -13,6 +13,7 @@ from hookbus.parts.models.block_masks import draw_batch_masks
 from hookbus.parts.models.fine_tune import vit_depths
 from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.ssl_model import ModelOutput
+from hookbus.parts.models.ssl_parts import ssl_parts
 from hookbus.parts.models.vit import ViTBackbone
 
 TEACHER_MASKS = "patch_masks"
@@ -163,12 +164,10 @@ def build_masked_distillation(
     ``loss.dino.global_views``, ``loss.dinov2``'s learning-rate multipliers) on
     ``backbone`` (named ``name`` in messages), which must be a :class:`ViTBackbone`,
     with the class-token head and prototypes of the SSL model (``model.head``,
-    ``model.prototypes``: :func:`~hookbus.parts.models.build.ssl_parts`); with
+    ``model.prototypes``: :func:`~hookbus.parts.models.ssl_parts.ssl_parts`); with
     ``loss.ibot.separate_head`` a patch head of the same sizes and
     ``loss.ibot.patch_prototypes`` outputs. DINOv2's and iBOT's model builder
     (``MethodSpec.model``)."""
-    from hookbus.parts.models.build import ssl_parts  # it builds this model by name
-
     if not isinstance(backbone, ViTBackbone):
         raise ValueError(
             f"loss.name {cfg.loss.name} masks the patches of a Vision Transformer (vit_tiny, "

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from hookbus import CheckpointError
+from hookbus.engine import checkpoint_io
 from hookbus.engine.checkpoint_io import (
     FORMAT,
     POINTER_NAME,
@@ -175,3 +176,36 @@ def test_missing_keys_are_named(tmp_path: Path) -> None:
     save_atomic(checkpoint, path)
     with pytest.raises(CheckpointError, match=r"lacks the keys \['optimizer'\]"):
         load_checkpoint(path)
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL: nothing after the write that raises it runs."""
+
+
+@pytest.mark.parametrize("earlier", [0, 1, 2], ids=["first", "second", "third"])
+def test_a_kill_between_the_sidecar_and_the_checkpoint_leaves_a_resumable_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, earlier: int
+) -> None:
+    # The sidecar is written first: a kill before the checkpoint itself is in place
+    # leaves no checkpoint without its sidecar, so a resume goes on from the newest
+    # whole one (none before the run's first: a fresh start), never refusing the folder.
+    _write_series(tmp_path, range(1, earlier + 1))
+    real = checkpoint_io.write_bytes_atomic
+    writes: list[Path] = []
+
+    def killed_after_the_first(path: Path, data: bytes) -> None:
+        if writes:
+            raise Killed
+        writes.append(path)
+        real(path, data)
+
+    monkeypatch.setattr(checkpoint_io, "write_bytes_atomic", killed_after_the_first)
+    path = tmp_path / checkpoint_name(0, earlier + 1)
+    with pytest.raises(Killed):
+        save_atomic(_checkpoint(earlier + 1), path)
+    assert writes == [checksum_path(path)] and not path.exists()
+    found = newest_valid_checkpoint(tmp_path)
+    if earlier:
+        assert found is not None and found[1]["iteration"] == earlier
+    else:
+        assert found is None

@@ -12,7 +12,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.config_io import validate_config
 from hookbus.engine.methods import METHODS, MethodSpec, methods_in_order
 from hookbus.parts.models import build_model
-from hookbus.parts.models.build import BACKBONES, backbone_config, method_model_builder, ssl_parts
+from hookbus.parts.models.build import BACKBONES, backbone_config, method_model_builder
 from hookbus.parts.models.ijepa import JepaModel, build_jepa_model
 from hookbus.parts.models.mae import MaskedAutoencoder, build_masked_autoencoder
 from hookbus.parts.models.masked_distillation import (
@@ -20,6 +20,7 @@ from hookbus.parts.models.masked_distillation import (
     build_masked_distillation,
 )
 from hookbus.parts.models.ssl_model import SSLModel
+from hookbus.parts.models.ssl_parts import ssl_parts
 
 VIT = {"backbone": {"name": "vit_tiny", "in_channels": 1}}
 OWN_MODELS = {
