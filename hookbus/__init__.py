@@ -5,6 +5,7 @@ The public API, importable from here::
     from hookbus import SSLTrainer, Hook, SSLEvents, Priority, load_config, default_hooks
     from hookbus import FakeEngine, RunEngine, RunState, register_hook, register_train_step
     from hookbus import embed_images, save_embeddings
+    from hookbus import evaluate, write_report
 
 The package is laid out in floors, each importing only from those below it (see
 docs/concepts.md): ``hookbus.engine`` (the kernel: events, bus, hooks' base, run state,
@@ -33,12 +34,14 @@ if TYPE_CHECKING:
     from hookbus.engine.run_engine import RunEngine
     from hookbus.engine.state import RunState
     from hookbus.engine.testing import FakeEngine
+    from hookbus.eval import EvalSettings, Evaluation, evaluate
     from hookbus.hooks.defaults import default_hooks, method_hook
     from hookbus.hooks.registry import HOOKS, register_hook
     from hookbus.parts.data import DATASETS
     from hookbus.parts.losses import LOSSES
     from hookbus.parts.meters import METERS
     from hookbus.parts.models import BACKBONES
+    from hookbus.report import write_report
     from hookbus.steps.registry import TRAIN_STEPS, register_train_step
     from hookbus.trainer import SSLTrainer
 
@@ -50,6 +53,8 @@ _PUBLIC: dict[str, str] = {
     "DATASETS": "hookbus.parts.data",
     "DataError": "hookbus.engine.errors",
     "Embeddings": "hookbus.embed",
+    "EvalSettings": "hookbus.eval",
+    "Evaluation": "hookbus.eval",
     "FakeEngine": "hookbus.engine.testing",
     "HOOKS": "hookbus.hooks.registry",
     "Hook": "hookbus.engine.hook",
@@ -64,12 +69,14 @@ _PUBLIC: dict[str, str] = {
     "UserError": "hookbus.engine.errors",
     "default_hooks": "hookbus.hooks.defaults",
     "embed_images": "hookbus.embed",
+    "evaluate": "hookbus.eval",
     "load_config": "hookbus.engine.config_io",
     "method_hook": "hookbus.hooks.defaults",
     "prepare_engine": "hookbus.engine.bus",
     "register_hook": "hookbus.hooks.registry",
     "register_train_step": "hookbus.steps.registry",
     "save_embeddings": "hookbus.embed",
+    "write_report": "hookbus.report",
 }
 """``{public name: the module that defines it}``."""
 
@@ -85,6 +92,8 @@ __all__ = [
     "ConfigError",
     "DataError",
     "Embeddings",
+    "EvalSettings",
+    "Evaluation",
     "FakeEngine",
     "Hook",
     "Priority",
@@ -95,12 +104,14 @@ __all__ = [
     "UserError",
     "default_hooks",
     "embed_images",
+    "evaluate",
     "load_config",
     "method_hook",
     "prepare_engine",
     "register_hook",
     "register_train_step",
     "save_embeddings",
+    "write_report",
 ]
 __version__ = "0.1.0"
 

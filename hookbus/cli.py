@@ -107,6 +107,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
   hookbus shard photos/train shards/train --shard-bytes 134217728
 """,
     ),
+    "eval": (
+        "evaluate a trained encoder on labelled images: kNN, a linear probe, low-shot "
+        "probes, retrieval (and pictures); the features are cached",
+        """\
+  hookbus eval runs/simclr_digits                  # the run's own data; writes eval.json
+  hookbus eval runs/simclr_photos data/photos --pictures   # a folder of train/ and test/
+  hookbus eval backbone.pth data/photos --recipe runs/simclr_photos/config.yaml --out ev
+  torchrun --standalone --nproc_per_node=2 -m hookbus eval runs/simclr_digits
+""",
+    ),
+    "report": (
+        "write a run's report: one self-contained HTML page (config, curves, evaluation, pictures)",
+        """\
+  hookbus report runs/simclr_digits                # writes runs/simclr_digits/report.html
+  hookbus report runs/simclr_digits -o /tmp/simclr.html
+""",
+    ),
     "plot": (
         "redraw a run's curves (loss, learning rate, meters) from its run directory",
         """\
@@ -151,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("out", help="where to write the state dict (.pth)")
         elif name == "embed":
             _embed_arguments(command)
+        elif name == "eval":
+            _eval_arguments(command)
+        elif name == "report":
+            command.add_argument("run_dir", metavar="RUN_DIR", help="a run directory")
+            command.add_argument(
+                "-o", "--output", help="where to write the page (default: RUN_DIR/report.html)"
+            )
         elif name == "shard":
             command.add_argument("folder", metavar="FOLDER", help="a folder of class folders")
             command.add_argument("out", metavar="OUT", help="a new or empty folder")
@@ -233,6 +257,67 @@ def _embed_arguments(command: argparse.ArgumentParser) -> None:
         "--num-workers", type=int, help="DataLoader workers (default: the cores but one, <= 8)"
     )
     command.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+
+
+def _eval_arguments(command: argparse.ArgumentParser) -> None:
+    """The arguments of ``hookbus eval``."""
+    command.add_argument(
+        "source", metavar="SOURCE", help="a checkpoint, a run directory or a hookbus export file"
+    )
+    command.add_argument(
+        "data",
+        metavar="DATA",
+        nargs="?",
+        help="a folder holding train/ and test/ class folders, or digits (default: the "
+        "run's own train and test data)",
+    )
+    command.add_argument(
+        "--recipe", help="for an exported backbone: the recipe of its run (the run's config.yaml)"
+    )
+    command.add_argument(
+        "--out",
+        help="the folder to write eval.json, the cache and the pictures into "
+        "(default: the run directory)",
+    )
+    command.add_argument(
+        "--k", type=int, nargs="+", default=[10, 20, 200], help="kNN's k (10 20 200)"
+    )
+    command.add_argument(
+        "--temperature", type=float, default=0.07, help="kNN's vote temperature (0.07)"
+    )
+    command.add_argument("--no-knn", action="store_true", help="skip the kNN classifiers")
+    command.add_argument("--no-linear", action="store_true", help="skip the linear probe")
+    command.add_argument(
+        "--low-shot",
+        type=float,
+        nargs="+",
+        default=[0.01, 0.1],
+        metavar="FRACTION",
+        help="fractions of the train labels for the low-shot probes (0.01 0.1)",
+    )
+    command.add_argument("--draws", type=int, default=5, help="draws of each low-shot split (5)")
+    command.add_argument("--no-low-shot", action="store_true", help="skip the low-shot probes")
+    command.add_argument(
+        "--recall-at", type=int, nargs="+", default=[1, 5, 10], help="retrieval's recall@k (1 5 10)"
+    )
+    command.add_argument("--no-retrieval", action="store_true", help="skip retrieval")
+    command.add_argument(
+        "--last-blocks",
+        type=int,
+        default=4,
+        help="ViTs: also the class tokens of the last N blocks, concatenated (4; 0: off)",
+    )
+    command.add_argument("--seed", type=int, default=0, help="held-out part, draws, probes (0)")
+    command.add_argument(
+        "--pictures", action="store_true", help="draw the pictures (t-SNE map, neighbours, ...)"
+    )
+    command.add_argument("--batch-size", type=int, default=128, help="images per batch (128)")
+    command.add_argument(
+        "--num-workers", type=int, help="DataLoader workers (default: the cores but one, <= 8)"
+    )
+    command.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if present"
+    )
 
 
 EXIT_CLOSED_PIPE = 141

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from hookbus.embed_output import check_output, output_format
+from hookbus.engine import distributed
 from hookbus.engine.config_io import load_config
 from hookbus.engine.distributed import collective_failure
 from hookbus.engine.errors import CollectiveFailure
@@ -28,6 +29,7 @@ from hookbus.hooks.plot import (
 from hookbus.output_paths import check_destination
 from hookbus.parts.task import prepare_task
 from hookbus.reference.json_schema import config_json_schema
+from hookbus.report import write_report
 from hookbus.run_summary import RunSummary
 from hookbus.trainer import SSLTrainer
 
@@ -122,6 +124,44 @@ def _embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    # Loaded here, not at the top: it imports the ViT backbones, which load torchvision
+    # (about a second), which the other commands of a run on tensors never need.
+    from hookbus.eval import EvalSettings, evaluate
+
+    settings = EvalSettings(
+        knn_k=() if args.no_knn else tuple(args.k),
+        knn_temperature=args.temperature,
+        linear=not args.no_linear,
+        low_shot=() if args.no_low_shot else tuple(args.low_shot),
+        low_shot_draws=args.draws,
+        retrieval_k=() if args.no_retrieval else tuple(args.recall_at),
+        last_blocks=args.last_blocks,
+        seed=args.seed,
+    )
+    result = evaluate(
+        args.source,
+        args.data,
+        recipe=args.recipe,
+        out=args.out,
+        settings=settings,
+        pictures=args.pictures,
+        batch_size=args.batch_size,
+        num_workers=args.num_workers,
+        device=args.device,
+        progress=not args.quiet,
+    )
+    if distributed.rank() == 0:
+        print(result.table())
+        print(f"wrote {result.path}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    print(f"wrote {write_report(args.run_dir, args.output)}")
+    return 0
+
+
 def _shard(args: argparse.Namespace) -> int:
     # Loaded here, not at the top: it needs the streaming library (the optional extra
     # shards), which the other commands never do.
@@ -145,4 +185,6 @@ _COMMANDS = {
     "export": _export,
     "embed": _embed,
     "shard": _shard,
+    "eval": _eval,
+    "report": _report,
 }

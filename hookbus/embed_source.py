@@ -36,7 +36,9 @@ class Encoder:
     source: Path
 
 
-def load_encoder(source: str | Path, recipe: str | Path | None = None) -> Encoder:
+def load_encoder(
+    source: str | Path, recipe: str | Path | None = None, *, require_image_files: bool = True
+) -> Encoder:
     """The backbone in ``source``, its weights loaded, in eval mode.
 
     ``source`` is a hookbus checkpoint (verified against its checksum file, as on
@@ -48,6 +50,8 @@ def load_encoder(source: str | Path, recipe: str | Path | None = None) -> Encode
     have trained on image files (``data.pipeline`` torchvision or crop_first, 3
     channels), whose normalisation the config holds. Raises a
     :class:`~hookbus.engine.errors.UserError` naming what is wrong.
+    ``require_image_files=False`` takes runs on data made in memory too (``hookbus eval``
+    reads their images from the run's own config).
     """
     path = Path(source)
     if path.is_dir():
@@ -83,7 +87,7 @@ def load_encoder(source: str | Path, recipe: str | Path | None = None) -> Encode
     else:
         cfg = load_config(resolve_recipe(str(recipe)))
         weights = saved
-    _check_trained_on_images(cfg, path)
+    _check_trained_on_images(cfg, path, require_image_files)
     hint = "" if recipe is None else f" ({recipe} must be the recipe that trained them)"
     return Encoder(_build(cfg, weights, path, hint), cfg, path)
 
@@ -104,13 +108,16 @@ def _load(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def _check_trained_on_images(cfg: Config, path: Path) -> None:
-    """Refuse a run whose images the config cannot reproduce from image files."""
+def _check_trained_on_images(cfg: Config, path: Path, require_image_files: bool = True) -> None:
+    """Refuse a run whose images the config cannot reproduce from image files (with
+    ``require_image_files``), or whose backbone came from Python."""
     if cfg.from_python.backbone is not None:
         raise ConfigError(
             f"the backbone of {path} came from Python ({cfg.from_python.backbone}): build it, "
             "load its weights and encode the images in Python"
         )
+    if not require_image_files:
+        return
     if cfg.data.pipeline not in IMAGE_PIPELINES:
         raise ConfigError(
             f"{path} was trained on in-memory tensors (data.name {cfg.data.name}, "

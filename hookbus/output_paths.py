@@ -40,6 +40,10 @@ RUN_FILES = frozenset(
         "log.txt",
         "evaluation.json",
         "tensorboard",
+        "eval.json",
+        "eval_cache",
+        "pictures",
+        "report.html",
     }
 )
 """Names of the files a run keeps in its directory, beside its checkpoints

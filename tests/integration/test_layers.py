@@ -42,7 +42,15 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "hookbus embed's module imports torchvision's transforms (about a second), which "
         "the other commands of a run on tensors never need"
     ),
+    ("hookbus.commands", "hookbus.eval"): (
+        "hookbus eval's module imports the ViT backbones (torchvision, about a second), which "
+        "the other commands of a run on tensors never need"
+    ),
     ("hookbus.commands", "hookbus.parts.data.datasets"): SHARDS_ON_USE,
+    ("hookbus.eval", "hookbus.pictures"): (
+        "matplotlib, scikit-learn's t-SNE and tensorboardX's projector (seconds), only for "
+        "hookbus eval --pictures"
+    ),
     ("hookbus.commands", "hookbus.shard"): SHARDS_ON_USE,
     ("hookbus.parts.data.datasets", "hookbus.parts.data.shards"): SHARDS_ON_USE,
     ("hookbus.export", "hookbus.parts.models.layer_scale"): TORCHVISION_ON_USE,
