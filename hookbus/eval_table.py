@@ -69,11 +69,11 @@ def results_table(results: dict[str, Any]) -> str:
                 for column, (cell, width) in enumerate(zip(row, widths, strict=True))
             )
         )
-    lines += _notes(results)
+    lines += results_notes(results)
     return "\n".join(lines)
 
 
-def _notes(results: dict[str, Any]) -> list[str]:
+def results_notes(results: dict[str, Any]) -> list[str]:
     """The lines under the table: the kNN vote, the probe's choices, what did not apply."""
     notes = []
     if "knn" in results:

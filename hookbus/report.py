@@ -14,7 +14,7 @@ from hookbus.engine.bounded_files import loads_json_bounded, read_bounded, read_
 from hookbus.engine.config import Config
 from hookbus.engine.config_io import config_to_yaml, load_config
 from hookbus.engine.errors import DataError, UserError
-from hookbus.eval_table import RESULTS_FILE, score_columns, score_headers
+from hookbus.eval_table import RESULTS_FILE, results_notes, score_columns, score_headers
 from hookbus.hooks.plot import CURVES_FILE, METRICS_FILE, build_figure, read_curves
 from hookbus.output_paths import check_destination, is_run_directory, write_output
 
@@ -49,6 +49,7 @@ img { max-width: 100%; display: block; margin: .5em 0; }
 figure { margin: 1em 0; } figcaption { color: #555; font-size: .9em; }
 pre { background: #f6f6f6; padding: .8em; overflow-x: auto; font-size: .85em; }
 .note { color: #555; }
+table.settings td { text-align: left; }
 """
 
 
@@ -109,13 +110,13 @@ def _json(path: Path) -> dict[str, Any] | None:
     return found
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def _table(headers: list[str], rows: list[list[str]], kind: str = "scores") -> str:
     head = "".join(f"<th>{html.escape(cell)}</th>" for cell in headers)
     lines = [
         "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>"
         for row in rows
     ]
-    return f"<table><tr>{head}</tr>{''.join(lines)}</table>"
+    return f"<table class='{kind}'><tr>{head}</tr>{''.join(lines)}</table>"
 
 
 def _config_html(cfg: Config | None) -> str:
@@ -141,7 +142,7 @@ def _config_html(cfg: Config | None) -> str:
         rows.insert(3, ["folders", f"{data.folder.train_dir}, {data.folder.test_dir}"])
     yaml_text = html.escape(config_to_yaml(cfg))
     return (
-        _table(["setting", "value"], rows)
+        _table(["setting", "value"], rows, "settings")
         + f"<details><summary>the whole config</summary><pre>{yaml_text}</pre></details>"
     )
 
@@ -189,6 +190,8 @@ def _evaluation_html(evaluation: dict | None, scores: dict | None) -> str:
             raise DataError(f"{RESULTS_FILE} is not hookbus eval's results ({exc!r})") from None
         parts.append(f"<h3>hookbus eval ({RESULTS_FILE})</h3><p>{html.escape(described)}</p>")
         parts.append(_table(headers, rows))
+        notes = "".join(f"<li>{html.escape(line)}</li>" for line in results_notes(scores))
+        parts.append(f"<ul class='note'>{notes}</ul>")
     if not parts:
         return (
             "<p class='note'>no evaluation: run <code>hookbus eval RUN_DIR</code>, or train "
