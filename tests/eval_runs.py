@@ -30,6 +30,18 @@ DIGITS_CNN = {
 """The digits (1297 train and 500 test images of 16 px), a small CNN of width 4."""
 
 
+SYNTHETIC = {
+    "data": {
+        "name": "synthetic",
+        "image_size": 8,
+        "synthetic": {"train_size": 300, "test_size": 101, "channels": 1, "num_classes": 5},
+    },
+    "model": {"backbone": {"width": 4}, "head": {"dims": [16, 16, 8]}},
+}
+"""hookbus's generated stripe images (300 train, 101 test, 5 classes, 8 px), a small CNN
+of width 4: a data set every process finds by name, without scikit-learn."""
+
+
 def photo_settings(folder: Path, size: int = 32) -> dict[str, Any]:
     """A run on the image folder ``folder`` (``train/``, ``test/``) at ``size`` px, RGB,
     read without loader workers."""
