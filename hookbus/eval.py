@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -157,7 +158,7 @@ def evaluate(
     distributed.init_from_environment(encoder.config)
     folder = _output_folder(Path(source), encoder, out)
     results_path = folder / RESULTS_FILE
-    check_destination(results_path, [encoder.source], allowed=[results_path])
+    _check_results_place(results_path, encoder.source)
     model = _model(encoder).to(target)
     labelled = labelled_data(encoder.config, data)
     parts = check_last_blocks(model, settings.last_blocks)
@@ -313,6 +314,22 @@ def _output_folder(source: Path, encoder: Encoder, out: str | Path | None) -> Pa
         f"{source} is an exported backbone, outside any run directory: give the folder to "
         "write the results into (--out)"
     )
+
+
+def _check_results_place(path: Path, source: Path) -> None:
+    """Refuse to write ``eval.json`` over the encoder, a file of a run other than the
+    results themselves, or through a symbolic or hard link (which may lead to one)."""
+    if path.is_symlink():
+        raise UserError(
+            f"{path} is a symbolic link (to {os.readlink(path)}): remove it, or give another "
+            "--out folder"
+        )
+    if path.is_file() and path.stat().st_nlink > 1:
+        raise UserError(
+            f"{path} is a hard link, another name of a file that may be a run's: remove it, "
+            "or give another --out folder"
+        )
+    check_destination(path, [source], allowed=[path])
 
 
 def _model(encoder: Encoder) -> nn.Module:

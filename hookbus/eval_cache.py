@@ -59,7 +59,13 @@ def cache_path(out: Path, key: str) -> Path:
 
 def check_cache_place(path: Path) -> None:
     """Refuse a cache path that exists and is not a regular file (a folder, a FIFO, a
-    link to a device): a UserError naming it, before anything is computed."""
+    link to a device), or a cache folder that is a file: a UserError naming it, before
+    anything is computed."""
+    if path.parent.exists() and not path.parent.is_dir():
+        raise UserError(
+            f"feature cache folder {path.parent} is not a folder: remove it, and hookbus eval "
+            "makes it again"
+        )
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -83,12 +89,12 @@ def load_cache(path: Path, settings: dict[str, Any]) -> dict[str, SplitFeatures]
         with open_regular(path, "feature cache") as handle:
             saved = torch.load(handle, map_location="cpu", weights_only=True)
         splits = _checked(saved, settings)
-    except (UserError, ValueError, RuntimeError, OSError, EOFError, KeyError, TypeError) as exc:
+    except Exception as exc:  # a cache that cannot be used is computed again, whatever failed
         reason = " ".join(str(exc).split()).split(". ")[0][:160]
         logger.warning("feature cache %s cannot be used (%s): computing the features", path, reason)
         return None
     if splits is None:
-        logger.info("feature cache %s was made for other settings: computing the features", path)
+        logger.warning("feature cache %s was made for other settings: computing the features", path)
     return splits
 
 

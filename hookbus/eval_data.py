@@ -90,9 +90,10 @@ def labelled_data(cfg: Config, data: str | Path | None) -> LabelledData:
 def _with_folder(cfg: Config, folder: Path) -> Config:
     """``cfg`` reading ``folder/train`` and ``folder/test`` as its image folders."""
     if not folder.is_dir():
+        problem = "is not a folder" if folder.exists() else "not found"
         raise DataError(
-            f"labelled folder not found: {folder} (give a folder holding train/ and test/, "
-            f"one folder per class in each, or {DIGITS})"
+            f"labelled folder {folder} {problem}: give a folder holding train/ and test/, "
+            f"one folder per class in each, or {DIGITS}"
         )
     missing = [name for name in SPLITS if not (folder / name).is_dir()]
     if missing:

@@ -7,6 +7,7 @@ import base64
 import html
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,11 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run_dir = Path(run_dir)
     path = Path(out) if out is not None else run_dir / REPORT_FILE
     inputs = [run_dir / name for name in ("config.yaml", RESULTS_FILE, "evaluation.json")]
+    if path.is_symlink():
+        raise UserError(
+            f"{path} is a symbolic link (to {os.readlink(path)}): remove it, or give another "
+            "path with -o"
+        )
     check_destination(path, inputs, allowed=[run_dir / REPORT_FILE])
     write_output(path, build_report(run_dir).encode("utf-8"))
     return path

@@ -21,6 +21,7 @@ from hookbus import SSLTrainer
 from hookbus.cli import main
 from hookbus.report import SECTIONS, build_report
 from hookbus.testing import tiny_config
+from tests.disk_mounts import small_tmpfs
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -205,3 +206,32 @@ def test_chromium_draws_every_section_and_image(run: Path, tmp_path: Path) -> No
         drawn[alt] = complete == "true" and width > 100 and height > 100 and laid_out == "true"
     assert drawn == dict.fromkeys(Page(page).images, True)
     assert re.search(r"<h2[^>]*>Pictures</h2>", result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("make", "status", "named"),
+    [
+        (lambda page: page.mkdir(), 2, "is a directory"),
+        (lambda page: page.symlink_to("/dev/full"), 2, "is a symbolic link (to /dev/full)"),
+    ],
+    ids=["a folder", "a link to /dev/full"],
+)
+def test_a_bad_page_path_is_one_line(
+    run: Path, tmp_path: Path, make, status: int, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "page.html"
+    make(page)
+    assert main(["report", str(run), "-o", str(page), "-q"]) == status
+    err = capsys.readouterr().err
+    assert err.startswith("hookbus report: error: ") and named in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_read_only_place_is_one_line_exit_1(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with small_tmpfs(tmp_path / "disk", size_kib=64, read_only=True) as disk:
+        assert main(["report", str(run), "-o", str(disk / "page.html"), "-q"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("hookbus report: error: cannot write") and len(err.splitlines()) == 1
+        assert list(disk.iterdir()) == []
