@@ -14,6 +14,8 @@ writes anything.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -91,7 +93,8 @@ def fit_to_backbone(weights: dict[str, Tensor], backbone: nn.Module) -> dict[str
     convert = timm_filter(backbone)
     if convert is not None:
         try:
-            weights = convert(dict(weights), backbone)
+            with contextlib.redirect_stdout(io.StringIO()):  # timm prints what it skips
+                weights = convert(dict(weights), backbone)
         except (KeyError, RuntimeError, ValueError, AssertionError, IndexError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ValueError(f"timm's conversion of its keys failed: {problem}") from None

@@ -34,6 +34,7 @@ from tests.conftest import tiny_config
 
 VIT = "vit_tiny_patch16_224"
 DINOV2 = "vit_small_patch14_reg4_dinov2"
+DINOV3 = "vit_small_patch16_dinov3"
 
 
 def build(name: str, **fields: object) -> nn.Module:
@@ -137,6 +138,35 @@ def test_an_official_dinov2_file_gives_the_features_of_timms_own_loading(tmp_pat
     )
     same_features(net, reference, torch.randn(2, 3, 28, 28))
     torch.testing.assert_close(net.reg_token, source.reg_token, rtol=0, atol=0)
+
+
+def dinov3_official(net: nn.Module) -> dict[str, torch.Tensor]:
+    """``net``'s weights (timm's DINOv3 ViT) in the layout of the official DINOv3 files:
+    ``storage_tokens``, ``ls1.gamma``, a ``qkv.bias`` (all zero here, as timm's model
+    has none) with its mask, the rotary embedding's periods and ``mask_token``."""
+    official = {}
+    for key, value in net.state_dict().items():
+        key = key.replace("reg_token", "storage_tokens")
+        official[key.replace("gamma_1", "ls1.gamma").replace("gamma_2", "ls2.gamma")] = value
+        if key.endswith("attn.qkv.weight"):
+            official[key.replace("weight", "bias")] = torch.zeros(value.shape[0])
+            official[key.replace("weight", "bias_mask")] = torch.ones(value.shape[0])
+    official["rope_embed.periods"] = torch.ones(8)
+    official["mask_token"] = torch.zeros(1, net.cls_token.shape[-1])
+    return official
+
+
+@pytest.mark.slow
+def test_an_official_dinov3_file_gives_the_features_of_timms_own_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = timm.create_model(DINOV3, pretrained=False, num_classes=0, img_size=32)
+    official = tmp_path / "dinov3_vits16_pretrain.pth"
+    torch.save(dinov3_official(source), official)
+    net = build(f"timm:{DINOV3}", in_channels=3, image_size=32)
+    load_backbone_weights(net, official)
+    assert capsys.readouterr().out == ""  # what timm prints as it converts is kept quiet
+    same_features(net, source, torch.randn(2, 3, 32, 32))
 
 
 @pytest.mark.slow
