@@ -17,6 +17,7 @@ from hookbus.engine.config_io import load_config
 from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
     CollectiveFailure,
+    MachineFailure,
     PreemptedError,
     UserError,
     WriteFailure,
@@ -272,6 +273,11 @@ def _embed_arguments(command: argparse.ArgumentParser) -> None:
         "--num-workers", type=int, help="DataLoader workers (default: the cores but one, <= 8)"
     )
     command.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    command.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="leave out the images that cannot be read (listed on stderr) instead of refusing",
+    )
 
 
 def _eval_arguments(command: argparse.ArgumentParser) -> None:
@@ -390,7 +396,7 @@ def _command(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WriteFailure, CollectiveFailure, FloatingPointError) as exc:
+    except (WriteFailure, CollectiveFailure, MachineFailure, FloatingPointError) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except PreemptedError as exc:
