@@ -108,7 +108,10 @@ def test_full_disk_exits_1_and_keeps_the_previous_checkpoint(
     monkeypatch.setattr(checkpoint_io.os, "fsync", full_disk)
     more = [arg for arg in FAST if not arg.startswith("optimizer.num_epochs")]
     assert (
-        main(["train", RECIPE, f"checkpoint.dir={tmp_path}", *more, "optimizer.num_epochs=2", "-q"])
+        main(
+            ["train", RECIPE, f"checkpoint.dir={tmp_path}", *more, "optimizer.num_epochs=2"]
+            + ["checkpoint.change_finished=true", "-q"]
+        )
         == 1
     )
     monkeypatch.undo()
