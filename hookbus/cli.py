@@ -503,8 +503,8 @@ def _train_source(args: argparse.Namespace) -> list[str]:
     """The arguments that name what ``train`` trains: the RECIPE, or the composition."""
     if args.config is not None:
         return [args.config]
-    chosen = (("--method", args.method), ("--model", args.model), ("--data", args.data))
-    chosen += (("--out", args.out),)
+    chosen = [("--method", args.method), ("--model", args.model), ("--data", args.data)]
+    chosen.append(("--out", args.out))
     return [part for flag, value in chosen if value is not None for part in (flag, value)]
 
 
