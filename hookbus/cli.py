@@ -42,6 +42,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
   hookbus recipes --show simclr_digits > my_recipe.yaml   # copy one, edit, train it
 """,
     ),
+    "models": (
+        "list the backbones a run can name: hookbus's own, torchvision's, timm's (with a "
+        "pattern; --pretrained: timm's weights tags)",
+        """\
+  hookbus models                                   # every name, by library
+  hookbus models '*dinov2*' --pretrained           # timm's DINOv2 weights, timm:NAME.TAG
+""",
+    ),
     "train": (
         "train from a YAML recipe (a path or a shipped recipe's name); resumes from the "
         "newest checkpoint",
@@ -187,6 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
             )
         elif name == "sbatch":
             _sbatch_arguments(command)
+        elif name == "models":
+            command.add_argument(
+                "pattern", nargs="?", metavar="PATTERN", help="names matching it ('*dinov2*')"
+            )
+            command.add_argument(
+                "--pretrained", action="store_true", help="timm's pretrained weights only"
+            )
         elif name == "recipes":
             command.add_argument(
                 "--show", metavar="NAME", help="print the recipe NAME's YAML, exactly as shipped"
@@ -362,6 +377,11 @@ def _command(args: argparse.Namespace) -> int:
             return _recipes(args)
         if args.command == "sbatch":
             return _sbatch(args)
+        if args.command == "models":
+            from hookbus.models_list import model_lines
+
+            print("\n".join(model_lines(args.pattern, pretrained=args.pretrained)))
+            return 0
         if hasattr(args, "config"):
             args.config = resolve_recipe(args.config)
         nproc = _processes_to_launch(args)
