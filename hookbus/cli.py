@@ -20,6 +20,7 @@ from hookbus.engine.errors import (
     CollectiveFailure,
     ConfigError,
     InterruptedRun,
+    MachineFailure,
     PreemptedError,
     UserError,
     WriteFailure,
@@ -43,6 +44,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         """\
   hookbus recipes                                  # one line per recipe
   hookbus recipes --show simclr_digits > my_recipe.yaml   # copy one, edit, train it
+""",
+    ),
+    "models": (
+        "list the backbones a run can name: hookbus's own, torchvision's, timm's (with a "
+        "pattern; --pretrained: timm's weights tags)",
+        """\
+  hookbus models                                   # every name, by library
+  hookbus models '*dinov2*' --pretrained           # timm's DINOv2 weights, timm:NAME.TAG
 """,
     ),
     "train": (
@@ -193,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
             )
         elif name == "sbatch":
             _sbatch_arguments(command)
+        elif name == "models":
+            command.add_argument(
+                "pattern", nargs="?", metavar="PATTERN", help="names matching it ('*dinov2*')"
+            )
+            command.add_argument(
+                "--pretrained", action="store_true", help="timm's pretrained weights only"
+            )
         elif name == "recipes":
             command.add_argument(
                 "--show", metavar="NAME", help="print the recipe NAME's YAML, exactly as shipped"
@@ -301,6 +317,11 @@ def _embed_arguments(command: argparse.ArgumentParser) -> None:
         "--num-workers", type=int, help="DataLoader workers (default: the cores but one, <= 8)"
     )
     command.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    command.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="leave out the images that cannot be read (listed on stderr) instead of refusing",
+    )
 
 
 def _eval_arguments(command: argparse.ArgumentParser) -> None:
@@ -400,6 +421,11 @@ def _command(args: argparse.Namespace) -> int:
             return _recipes(args)
         if args.command == "sbatch":
             return _sbatch(args)
+        if args.command == "models":
+            from hookbus.models_list import model_lines
+
+            print("\n".join(model_lines(args.pattern, pretrained=args.pretrained)))
+            return 0
         _composition_or_recipe(args)
         if getattr(args, "config", None) is not None:
             args.config = resolve_recipe(args.config)
@@ -415,7 +441,7 @@ def _command(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WriteFailure, CollectiveFailure, FloatingPointError) as exc:
+    except (WriteFailure, CollectiveFailure, MachineFailure, FloatingPointError) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except InterruptedRun as exc:
