@@ -52,6 +52,11 @@ class CollectiveFailure(RuntimeError):
     """A collective across ranks failed because another rank died or hung."""
 
 
+class MachineFailure(RuntimeError):
+    """The machine could not do the work (memory exhausted, a worker process killed);
+    the message names what and what to lower. Exit status 1."""
+
+
 PREEMPTED_EXIT_STATUS = 75
 """Exit status of a preempted run (EX_TEMPFAIL): requeue it to continue."""
 

@@ -16,6 +16,7 @@ from hookbus.engine.config_io import load_config
 from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
     CollectiveFailure,
+    MachineFailure,
     PreemptedError,
     UserError,
     WriteFailure,
@@ -38,6 +39,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         """\
   hookbus recipes                                  # one line per recipe
   hookbus recipes --show simclr_digits > my_recipe.yaml   # copy one, edit, train it
+""",
+    ),
+    "models": (
+        "list the backbones a run can name: hookbus's own, torchvision's, timm's (with a "
+        "pattern; --pretrained: timm's weights tags)",
+        """\
+  hookbus models                                   # every name, by library
+  hookbus models '*dinov2*' --pretrained           # timm's DINOv2 weights, timm:NAME.TAG
 """,
     ),
     "train": (
@@ -185,6 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
             )
         elif name == "sbatch":
             _sbatch_arguments(command)
+        elif name == "models":
+            command.add_argument(
+                "pattern", nargs="?", metavar="PATTERN", help="names matching it ('*dinov2*')"
+            )
+            command.add_argument(
+                "--pretrained", action="store_true", help="timm's pretrained weights only"
+            )
         elif name == "recipes":
             command.add_argument(
                 "--show", metavar="NAME", help="print the recipe NAME's YAML, exactly as shipped"
@@ -266,6 +282,11 @@ def _embed_arguments(command: argparse.ArgumentParser) -> None:
         "--num-workers", type=int, help="DataLoader workers (default: the cores but one, <= 8)"
     )
     command.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    command.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="leave out the images that cannot be read (listed on stderr) instead of refusing",
+    )
 
 
 def _eval_arguments(command: argparse.ArgumentParser) -> None:
@@ -365,6 +386,11 @@ def _command(args: argparse.Namespace) -> int:
             return _recipes(args)
         if args.command == "sbatch":
             return _sbatch(args)
+        if args.command == "models":
+            from hookbus.models_list import model_lines
+
+            print("\n".join(model_lines(args.pattern, pretrained=args.pretrained)))
+            return 0
         if hasattr(args, "config"):
             args.config = resolve_recipe(args.config)
         nproc = _processes_to_launch(args)
@@ -379,7 +405,7 @@ def _command(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WriteFailure, CollectiveFailure, FloatingPointError) as exc:
+    except (WriteFailure, CollectiveFailure, MachineFailure, FloatingPointError) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except PreemptedError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from hookbus.embed_output import check_output, output_format
@@ -101,24 +102,39 @@ def _embed(args: argparse.Namespace) -> int:
     # Loaded here, not at the top: it imports torchvision's transforms (about a second),
     # which the other commands of a run on tensors never need.
     from hookbus.embed import embed_images, save_embeddings
+    from hookbus.embed_data import find_images
 
     out = Path(args.out)
     output_format(out, args.format)
-    check_output(out, Path(args.source), overwrite=args.overwrite)
+    found = find_images(args.images, skip_unreadable=args.skip_unreadable)
+    check_output(
+        out, Path(args.source), inputs=found.inputs, files=found.files, overwrite=args.overwrite
+    )
     result = embed_images(
         args.source,
-        args.images,
+        found,
         recipe=args.recipe,
         batch_size=args.batch_size,
         image_size=args.image_size,
         device=args.device,
         num_workers=args.num_workers,
         progress=not args.quiet,
+        skip_unreadable=args.skip_unreadable,
     )
     save_embeddings(result, out, format=args.format, overwrite=args.overwrite)
     count, dims = result.embeddings.shape
+    skipped = len(result.skipped)
+    if skipped:
+        print(
+            f"hookbus embed: skipped {skipped} of {count + skipped} images that could not "
+            "be used (--skip-unreadable):",
+            file=sys.stderr,
+        )
+        for entry in result.skipped:
+            print(f"  {entry.reason}", file=sys.stderr)
+    left_out = f", {skipped} skipped (listed on stderr)" if skipped else ""
     print(
-        f"wrote {out}: {count} embeddings of {dims} dimensions from {result.source}; "
+        f"wrote {out}: {count} embeddings of {dims} dimensions from {result.source}{left_out}; "
         f"{result.images_per_second:.0f} images/s on {result.device} ({result.seconds:.1f} s)"
     )
     return 0

@@ -24,6 +24,7 @@ from hookbus.engine.checkpoint_io import (
 from hookbus.engine.config import Config
 from hookbus.engine.config_io import config_to_yaml
 from hookbus.engine.distributed import check_device
+from hookbus.engine.end_of_run import end_work_owed, owe_end_work, settle_end_work
 from hookbus.engine.errors import CheckpointWriteError, ConfigError, PreemptedError
 from hookbus.engine.events import SSLEvents
 from hookbus.engine.handler_order import add_handler, hook_plan
@@ -244,7 +245,8 @@ class SSLTrainer:
                 start.stopped_by,
             )
             return state
-        if start.phase_idx >= len(state.phases):
+        finished = start.phase_idx >= len(state.phases)
+        if finished and not end_work_owed(state.run_dir):
             logger.warning(
                 "training already complete: %s holds the final checkpoint (phase %d of %d), "
                 "nothing to train. To train longer, raise optimizer.num_epochs (the run goes "
@@ -255,8 +257,17 @@ class SSLTrainer:
                 len(state.phases),
             )
             return state
+        end_work = hook_plan(engine)[SSLEvents.ON_END.value]
+        if finished:
+            logger.warning(
+                "training complete: %s holds the final checkpoint, but the run was stopped "
+                "before its end-of-run work (%s) finished: doing it now",
+                state.run_dir,
+                ", ".join(end_work),
+            )
         if state.rank == 0:
             self._write_config()
+            owe_end_work(state.run_dir, end_work)
         engine.should_terminate = engine.should_terminate_single_epoch = False
         started = time.perf_counter()
         engine.fire_event(SSLEvents.ON_START)
@@ -295,7 +306,13 @@ class SSLTrainer:
         state.times[Events.COMPLETED.name] = time.perf_counter() - started
         if engine.should_terminate != "skip_completed":
             engine.fire_event(Events.COMPLETED)
+        logger.info(
+            "end-of-run work: %s (a stop now leaves it to a rerun of the same command)",
+            ", ".join(end_work),
+        )
         engine.fire_event(SSLEvents.ON_END)
+        if state.rank == 0:
+            settle_end_work(state.run_dir)
         return state
 
     def _check_loaded_counters(self) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from hookbus.engine.config.evaluation import FineTuneConfig, LinearEvalConfig
 from hookbus.engine.config.methods import METHOD_ENTRIES, method_model_sections
+from hookbus.engine.model_names import canonical_backbone_name
 from hookbus.engine.section import MAX_PIXELS, Section, Size
 
 
@@ -169,10 +171,26 @@ class BackboneConfig(Section):
 
     name: str = Field(
         "small_cnn",
-        description="backbone, by its registered name, or tv:NAME for torchvision's "
-        "classification model NAME, e.g. tv:resnet34 (random init, last Linear layer removed), "
-        "or timm:NAME for timm's model NAME, e.g. timm:vit_small_patch16_224 (random init, "
-        "no classifier; the timm extra)",
+        description="backbone, by its registered name, or tv:NAME (also torchvision/NAME) for "
+        "torchvision's classification model NAME, e.g. tv:resnet34 (random init, last Linear "
+        "layer removed), or timm:NAME (also timm/NAME) for timm's model NAME, e.g. "
+        "timm:vit_small_patch16_224 (random init, no classifier; the timm extra); "
+        "timm:NAME.TAG starts from timm's pretrained weights TAG, downloaded through timm's "
+        "hub cache (hookbus models lists the names)",
+    )
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _one_spelling(cls, value: Any) -> Any:
+        """``timm/NAME`` is kept as ``timm:NAME``, ``torchvision/NAME`` as ``tv:NAME``."""
+        return canonical_backbone_name(value) if isinstance(value, str) else value
+
+    weights: Path | None = Field(
+        None,
+        description="a file of backbone weights to start from, in every method (the student "
+        "and every momentum copy of it): safetensors, a .pth/.pt state dict (read as data, "
+        "never code), a hookbus checkpoint or export, or an official DINOv2/DINOv3 file for "
+        "timm's matching model; keys and shapes must fit the backbone",
     )
     width: int = Field(32, ge=1, le=4096, description="channels of the first layer (small_cnn)")
     in_channels: int = Field(1, ge=1, le=64, description="image channels")
