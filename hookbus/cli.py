@@ -10,7 +10,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
-from pathlib import Path
 
 from hookbus.console import console, guarded_stdout
 from hookbus.engine.config_io import load_config
@@ -28,7 +27,7 @@ from hookbus.engine.errors import (
 from hookbus.engine.launch_env import launch_environment
 from hookbus.launcher import launch_local
 from hookbus.recipes_index import recipe_table, recipe_text, resolve_recipe
-from hookbus.sbatch import SbatchRequest, sbatch_script
+from hookbus.sbatch import SbatchRequest, check_request, default_job_name, sbatch_script
 
 EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash or a file that could not
 be written (a full disk: the checkpoints are intact, run again to resume), 2 user error
@@ -69,8 +68,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """,
     ),
     "sbatch": (
-        "print a SLURM batch script that trains a recipe on N nodes, one task per GPU, and "
-        "requeues itself when preempted (exit status 75)",
+        "print a SLURM batch script that trains a recipe on N nodes, one task per GPU (or "
+        "CPU tasks), and requeues itself when preempted (exit status 75)",
         """\
   hookbus sbatch --nodes 2 --gpus-per-node 8 --time 24:00:00 simclr_digits \\
       checkpoint.dir=/shared/runs/simclr > simclr.sbatch
@@ -274,13 +273,23 @@ def _sbatch_arguments(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument("--nodes", type=int, required=True, help="nodes of the job")
     command.add_argument(
-        "--gpus-per-node", type=int, required=True, help="GPUs per node (one task each)"
+        "--gpus-per-node",
+        type=int,
+        required=True,
+        help="GPUs per node (one task each); 0 for CPU nodes",
+    )
+    command.add_argument(
+        "--tasks-per-node",
+        type=int,
+        help="tasks per node (default: one per GPU; 1 on CPU nodes)",
     )
     command.add_argument("--time", required=True, help="the time limit, HH:MM:SS or DAYS-HH:MM:SS")
     command.add_argument("--job-name", help="default: the recipe's file name without .yaml")
     command.add_argument("--partition", help="the SLURM partition (default: the cluster's)")
     command.add_argument(
-        "--port", type=int, default=29500, help="where the tasks meet on the first node (29500)"
+        "--port",
+        type=int,
+        help="where the tasks meet on the first node (default: a port from the job's id)",
     )
     command.add_argument(
         "--signal-seconds",
@@ -465,21 +474,22 @@ def _recipes(args: argparse.Namespace) -> int:
 
 
 def _sbatch(args: argparse.Namespace) -> int:
-    """``hookbus sbatch``: check the recipe and its overrides, print the batch script."""
-    recipe = resolve_recipe(args.config)
-    load_config(recipe, args.overrides)
-    name = args.job_name or Path(args.config).name.removesuffix(".yaml")
+    """``hookbus sbatch``: check the options, the recipe and its overrides, print the
+    batch script."""
     request = SbatchRequest(
         recipe=args.config,
         overrides=tuple(args.overrides),
         nodes=args.nodes,
         gpus_per_node=args.gpus_per_node,
         time=args.time,
-        job_name=name,
+        job_name=args.job_name or default_job_name(args.config),
         port=args.port,
         signal_seconds=args.signal_seconds,
         partition=args.partition,
+        tasks_per_node=args.tasks_per_node,
     )
+    check_request(request)
+    load_config(resolve_recipe(args.config), args.overrides)
     sys.stdout.write(sbatch_script(request))
     return 0
 
