@@ -17,6 +17,7 @@ from hookbus.engine.config_io import load_config
 from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
     CollectiveFailure,
+    InputChangedError,
     PreemptedError,
     UserError,
     WriteFailure,
@@ -370,7 +371,7 @@ def _command(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WriteFailure, CollectiveFailure, FloatingPointError) as exc:
+    except (WriteFailure, CollectiveFailure, InputChangedError, FloatingPointError) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except PreemptedError as exc:
