@@ -253,35 +253,38 @@ def _check_labels(labels: np.ndarray, classes: list[str], where: str, error: typ
         )
 
 
+class _Refused(Exception):
+    """What :func:`open_regular` says of a shard that is no longer a regular file."""
+
+
 def read_sample(
     path: Path, entry: ShardEntry, sample: int, classes: list[str]
 ) -> tuple[bytes, int]:
     """The image bytes and label of sample ``sample`` of the shard at ``path``, read
     through a bounded open; :class:`InputChangedError` naming the shard and the sample
-    when the shard no longer fits ``entry``."""
-    where = f"shard {path} sample {sample}"
-    changed = "changed since it was checked"
+    when the shard no longer fits ``entry`` (or is gone, or no longer a regular file)."""
+    where = f"shard {path} sample {sample}: changed since it was checked"
     try:
-        with open_regular(path, "shard", error=InputChangedError) as handle:
+        with open_regular(path, "shard", error=_Refused) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size != entry.size:
-                raise InputChangedError(f"{where}: {changed} ({size} bytes, not {entry.size})")
+                raise InputChangedError(f"{where} ({size} bytes, not {entry.size})")
             handle.seek(_HEADER + 4 * sample)
             begin, end = (int(x) for x in np.frombuffer(handle.read(8), "<u4", 2))
             if not (_HEADER < begin <= end - _SAMPLE_OVERHEAD and end <= size):
-                raise InputChangedError(f"{where}: {changed} (a garbled sample table)")
+                raise InputChangedError(f"{where} (a garbled sample table)")
             handle.seek(begin)
             data = handle.read(end - begin)
+    except _Refused as exc:
+        raise InputChangedError(f"{where} ({exc})") from None
     except OSError as exc:
-        raise InputChangedError(f"cannot read {where}: {exc.strerror or exc}") from None
+        raise InputChangedError(f"{where} ({exc.strerror or exc})") from None
     except ValueError:  # fewer than 8 bytes where the offsets were
-        raise InputChangedError(f"{where}: {changed} (a garbled sample table)") from None
+        raise InputChangedError(f"{where} (a garbled sample table)") from None
     length = int.from_bytes(data[:4], "little")
     if len(data) != end - begin or length + _SAMPLE_OVERHEAD != len(data):
-        raise InputChangedError(f"{where}: {changed} (its lengths do not add up)")
+        raise InputChangedError(f"{where} (its lengths do not add up)")
     label = int.from_bytes(data[-_LABEL_BYTES:], "little", signed=True)
-    try:
-        _check_labels(np.array([label]), classes, str(path), InputChangedError)
-    except InputChangedError:
-        raise InputChangedError(f"{where}: {changed} (a label outside the class list)") from None
+    if not (0 <= label < len(classes) if classes else label == UNLABELLED):
+        raise InputChangedError(f"{where} (the label {label} is not in the class list)")
     return data[4:-_LABEL_BYTES], label

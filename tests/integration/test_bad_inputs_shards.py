@@ -340,13 +340,37 @@ def test_a_shard_changed_during_the_run_is_one_line_exit_1_and_the_checkpoint_st
     assert newest is not None and newest[1]["iteration"] == 2
 
 
-def test_a_read_after_a_change_names_the_shard_and_sample(shards: Path, tmp_path: Path) -> None:
+def _garble_table(shard: Path) -> None:
+    """Every offset of the sample table of ``shard`` set to 0xFFFFFFFF."""
+    data = shard.read_bytes()
+    end = 4 + 4 * (int.from_bytes(data[:4], "little") + 1)
+    shard.write_bytes(data[:4] + b"\xff" * (end - 4) + data[end:])
+
+
+CHANGES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "a label rewritten": (
+        lambda p: p.write_bytes(p.read_bytes()[:-8] + (7).to_bytes(8, "little")),
+        "the label 7 is not in the class list",
+    ),
+    "the sample table garbled": (_garble_table, "a garbled sample table"),
+    "replaced by a FIFO": (lambda p: (p.unlink(), os.mkfifo(p)), "is a FIFO"),
+    "removed": (lambda p: p.unlink(), "shard not found"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_a_shard_changed_after_its_checks_names_the_shard_and_sample(
+    name: str, shards: Path, tmp_path: Path
+) -> None:
     folder = Path(shutil.copytree(shards, tmp_path / "set"))
     data = ShardDataset(str(folder), None)
     shard = _first(folder)
-    shard.write_bytes(shard.read_bytes()[:-1] + b"\x07")  # the last label, now 7
-    with pytest.raises(InputChangedError, match=rf"{shard} sample \d+: changed since it was"):
-        [data[index] for index in range(data.shard_sizes[0])]
+    CHANGES[name][0](shard)
+    last = data.shard_sizes[0] - 1
+    with pytest.raises(InputChangedError, match=rf"^shard {shard} sample {last}: changed since "):
+        data[last]
+    with pytest.raises(InputChangedError, match=re.escape(CHANGES[name][1])):
+        data[last]
 
 
 # Writing: hookbus shard.
