@@ -65,6 +65,15 @@ class PreemptedError(Exception):
     """The run stopped on a preemption signal; resubmitting it resumes."""
 
 
+INTERRUPTED_EXIT_STATUS = 130
+"""Exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)."""
+
+
+class InterruptedRun(PreemptedError):
+    """The run stopped on Ctrl-C (SIGINT), after its step's checkpoint or, on a second
+    Ctrl-C, at once; the same command resumes it."""
+
+
 RESUME_HINT = (
     "the run's checkpoints are intact: free space or fix the permission, then run the "
     "same command again to resume"

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
+from hookbus.compose import run_config
 from hookbus.embed_output import check_output, output_format
 from hookbus.engine import distributed
-from hookbus.engine.config_io import load_config
 from hookbus.engine.distributed import collective_failure
 from hookbus.engine.errors import CollectiveFailure
 from hookbus.engine.handler_order import handler_priorities
@@ -34,6 +35,8 @@ from hookbus.report import write_report
 from hookbus.run_summary import RunSummary
 from hookbus.trainer import SSLTrainer
 
+logger = logging.getLogger("hookbus")
+
 
 def run(args: argparse.Namespace) -> int:
     """Run ``args.command``; returns the exit status. A collective that failed because
@@ -48,7 +51,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    trainer = SSLTrainer(load_config(args.config, args.overrides))
+    composed = run_config(args)
+    if args.show:
+        sys.stdout.write(composed.yaml())
+        return 0
+    for note in composed.notes:
+        logger.info("%s", note)
+    trainer = SSLTrainer(composed.config)
     summary = RunSummary().attach(trainer.engine)
     state = trainer.train()
     if state.rank == 0:
@@ -57,15 +66,18 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config, args.overrides)
+    composed = run_config(args)
+    for note in composed.notes:
+        logger.info("%s", note)
+    cfg = composed.config
     trainer = SSLTrainer(cfg)
     prepare_task(trainer.state, cfg)
-    print(f"{args.config}: valid")
+    print(f"{args.config or composed.command.removeprefix('composed by hookbus: ')}: valid")
     return 0
 
 
 def _hooks(args: argparse.Namespace) -> int:
-    trainer = SSLTrainer(load_config(args.config, args.overrides))
+    trainer = SSLTrainer(run_config(args).config)
     for event, handlers in handler_priorities(trainer.engine).items():
         listed = ", ".join(f"{name} ({priority_label(level)})" for name, level in handlers) or "-"
         print(f"{event:<18} {listed}")
