@@ -375,7 +375,7 @@ def garbled_image(photos: Path) -> list[str]:
     whole = bytearray((photos / "test" / "flower" / "000.jpg").read_bytes())
     middle = len(whole) // 2
     whole[middle : middle + 64] = bytes(range(64))
-    (photos / "test" / "flower" / "garbled.jpg").write_bytes(bytes(whole[:200]))
+    (photos / "test" / "flower" / "garbled.jpg").write_bytes(bytes(whole))
     return []
 
 
