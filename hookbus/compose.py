@@ -41,6 +41,7 @@ from hookbus.engine.config import Config
 from hookbus.engine.config_io import apply_override, load_config, read_yaml, validate_config
 from hookbus.engine.errors import ConfigError, DataError
 from hookbus.engine.methods import MethodSpec, load_methods, methods_in_order
+from hookbus.engine.model_names import canonical_backbone_name
 from hookbus.parts.models.presets import TIMM_PREFIX, TV_PREFIX, VIT_PRESETS
 
 SHORT_KEYS = ("method", "model", "data", "out", "overrides")
@@ -130,7 +131,7 @@ def compose(
     spec = method_spec(method)
     data = str(data)
     tensors = data in TENSOR_DATA
-    model = model or ("small_cnn" if tensors else DEFAULT_MODEL)
+    model = canonical_backbone_name(model or ("small_cnn" if tensors else DEFAULT_MODEL))
     asked = _asked(overrides)
     if laptop is None:
         laptop = asked.get("machine.device") == "cpu" or not _has_cuda()
@@ -218,7 +219,7 @@ def _patch_size(model: str, image_size: int) -> int | None:
     the patch of their name."""
     if model in VIT_PRESETS:
         return 16 if image_size >= 128 else max(4, image_size // 8)
-    name = model.removeprefix(TIMM_PREFIX).removeprefix(TV_PREFIX)
+    name = model.removeprefix(TIMM_PREFIX).removeprefix(TV_PREFIX).partition(".")[0]
     if model.startswith((TIMM_PREFIX, TV_PREFIX)) and re.search(r"vit|deit", name):
         found = re.search(r"(?:patch|_)(\d+)(?:_|$)", name)
         return int(found.group(1)) if found else 16

@@ -66,6 +66,8 @@ def test_a_masking_method_refuses_a_cnn_in_one_line(method: str) -> None:
 def test_ijepa_takes_a_timm_vit_and_mae_does_not() -> None:
     timm = "timm:vit_tiny_patch16_224"
     assert compose("ijepa", timm, "digits", laptop=True).config.loss.name == "ijepa"
+    spelled = compose("ijepa", "timm/vit_tiny_patch16_224", "digits", laptop=True)
+    assert spelled.config.model.backbone.name == timm
     with pytest.raises(ConfigError, match="hookbus's ViTs, and model timm:vit_tiny"):
         compose("mae", timm, "digits", laptop=True)
 
