@@ -245,7 +245,7 @@ def _base(setting: Setting, data: str, model: str) -> dict[str, Any]:
     """The keys around the method's: the data, the backbone, AdamW, the meters, the run
     directory."""
     backbone: dict[str, Any] = {"name": model, "in_channels": setting.channels}
-    if model in CNN_WIDTHS and setting.image_size <= 64:
+    if model in CNN_WIDTHS and setting.image_size <= 32:
         backbone["small_stem"] = True
     if setting.patch_tokens:
         backbone["vit"] = {"patch_size": setting.patch_size}
