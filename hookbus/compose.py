@@ -204,7 +204,8 @@ def count_images(folder: Path) -> int:
     from hookbus.parts.data.image_folder import IMAGE_EXTENSIONS
 
     if not folder.is_dir():
-        raise DataError(f"--data {folder}: no such folder (a folder of images, or digits)")
+        what = "is not a folder" if folder.exists() else "no such folder"
+        raise DataError(f"--data {folder}: {what} (give a folder of images, or digits)")
     walk = walk_folder(folder, suffixes=IMAGE_EXTENSIONS, what="image")
     if not walk.files:
         raise DataError(
