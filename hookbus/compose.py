@@ -75,10 +75,12 @@ class Composed:
     command: str = ""
 
     def yaml(self) -> str:
-        """The effective config as a recipe: the choices and notes as comments, then
-        the YAML (a recipe's own config has no comments)."""
+        """The config as a recipe: the choices and notes as comments, then the keys the
+        composition (or the recipe) and the overrides set, as validated; every other key
+        keeps its default (``hookbus schema`` and docs/configuration.md list them)."""
         lines = [f"# {line}" for line in (self.command, *self.notes) if line]
-        dumped = yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False)
+        written = self.config.model_dump(mode="json", exclude_unset=True)
+        dumped = yaml.safe_dump(written, sort_keys=False)
         return "".join(f"{line}\n" for line in lines) + dumped
 
 
@@ -155,6 +157,7 @@ def compose(
         laptop=laptop,
         tensors=tensors,
     )
+    check_backbone_name(model)
     try:
         part = spec.compose(setting) if spec.compose else {}
     except ValueError as exc:
@@ -189,6 +192,18 @@ def _asked(overrides: Sequence[str]) -> dict[str, Any]:
         if node is not None:
             asked[key] = node
     return asked
+
+
+def check_backbone_name(model: str) -> None:
+    """ConfigError naming close names when no backbone is called ``model`` (hookbus's,
+    ``tv:NAME``, ``timm:NAME``; ``hookbus models`` lists them)."""
+    from hookbus.engine.registry import UnknownNameError
+    from hookbus.parts.models import BACKBONES
+
+    try:
+        BACKBONES.get(model)
+    except UnknownNameError as exc:
+        raise ConfigError(f"--model {model}: {exc}") from None
 
 
 def _has_cuda() -> bool:
@@ -307,8 +322,8 @@ def _length(raw: dict[str, Any], setting: Setting, asked: Mapping[str, Any]) -> 
 
 def _default_out(spec: MethodSpec, model: str, data: str) -> str:
     name = (spec.aliases or (spec.name,))[0]
-    where = Path(data).name if data not in TENSOR_DATA else data
-    return f"runs/{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', model)}_{where or 'data'}"
+    where = data if data in TENSOR_DATA else "_".join(Path(data).resolve().parts[-2:])
+    return f"runs/{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', f'{model}_{where}')}"
 
 
 def is_short_yaml(raw: Mapping[str, Any]) -> bool:

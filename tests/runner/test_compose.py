@@ -146,6 +146,19 @@ def test_a_wrong_short_yaml_is_one_line(tmp_path: Path, text: str, message: str)
         compose_short_yaml(short)
 
 
+def test_an_unknown_model_is_one_line_naming_the_backbones() -> None:
+    with pytest.raises(ConfigError, match="^--model nope: unknown backbone 'nope'; registered"):
+        compose("simclr", "nope")
+
+
+def test_the_run_directory_is_named_after_the_choices(photos: Path) -> None:
+    assert str(compose("dino", "vit_tiny", laptop=True).config.checkpoint.dir) == (
+        "runs/dino_vit_tiny_digits"
+    )
+    folder = compose("simclr", "timm/resnet18", photos / "train", laptop=True).config
+    assert str(folder.checkpoint.dir) == f"runs/simclr_timm_resnet18_{photos.name}_train"
+
+
 def test_an_unknown_method_names_the_known_ones() -> None:
     with pytest.raises(ConfigError, match="'dinosaur' is not a method; known: simclr, moco,"):
         compose("dinosaur")
