@@ -60,12 +60,26 @@ class CollectiveFailure(RuntimeError):
     """A collective across ranks failed because another rank died or hung."""
 
 
+class MachineFailure(RuntimeError):
+    """The machine could not do the work (memory exhausted, a worker process killed);
+    the message names what and what to lower. Exit status 1."""
+
+
 PREEMPTED_EXIT_STATUS = 75
 """Exit status of a preempted run (EX_TEMPFAIL): requeue it to continue."""
 
 
 class PreemptedError(Exception):
     """The run stopped on a preemption signal; resubmitting it resumes."""
+
+
+INTERRUPTED_EXIT_STATUS = 130
+"""Exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)."""
+
+
+class InterruptedRun(PreemptedError):
+    """The run stopped on Ctrl-C (SIGINT), after its step's checkpoint or, on a second
+    Ctrl-C, at once; the same command resumes it."""
 
 
 RESUME_HINT = (
