@@ -18,6 +18,7 @@ from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
     CollectiveFailure,
     ConfigError,
+    InputChangedError,
     InterruptedRun,
     MachineFailure,
     PreemptedError,
@@ -101,6 +102,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": (
         "write a checkpoint's backbone as a plain state dict (torchvision / small CNN)",
         """\
+  hookbus export runs/moco_digits backbone.pth       # a run directory: its newest checkpoint
   hookbus export runs/moco_digits/checkpoint.torch backbone.pth
   hookbus export runs/byol_r50/checkpoint.torch resnet50.pth   # resnet50().load_state_dict
 """,
@@ -179,7 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "-o", "--output", help="where to write the PNG (default: RUN_DIR/curves.png)"
             )
         elif name == "export":
-            command.add_argument("checkpoint", help="a hookbus checkpoint")
+            command.add_argument(
+                "checkpoint", help="a hookbus checkpoint, or a run directory (its newest)"
+            )
             command.add_argument("out", help="where to write the state dict (.pth)")
         elif name == "embed":
             _embed_arguments(command)
@@ -450,7 +454,13 @@ def _command(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WriteFailure, CollectiveFailure, MachineFailure, FloatingPointError) as exc:
+    except (
+        WriteFailure,
+        CollectiveFailure,
+        MachineFailure,
+        InputChangedError,
+        FloatingPointError,
+    ) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except InterruptedRun as exc:

@@ -15,8 +15,9 @@ from pathlib import Path
 from hookbus.compose import run_config
 from hookbus.embed_output import check_output, output_format
 from hookbus.engine import distributed
+from hookbus.engine.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.distributed import collective_failure
-from hookbus.engine.errors import CollectiveFailure
+from hookbus.engine.errors import CheckpointError, CollectiveFailure
 from hookbus.engine.handler_order import handler_priorities
 from hookbus.engine.priorities import priority_label
 from hookbus.export import export_backbone
@@ -105,7 +106,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    weights = export_backbone(Path(args.checkpoint), Path(args.out))
+    weights = export_backbone(run_checkpoint(Path(args.checkpoint)), Path(args.out))
     print(f"wrote {args.out}: {len(weights)} tensors of the backbone")
     return 0
 
@@ -202,6 +203,20 @@ def _shard(args: argparse.Namespace) -> int:
     classes = f"{len(written.classes)} classes" if written.classes else "no classes"
     print(f"wrote {args.out}: {written.images} images ({classes}) in {written.shards} shards")
     return 0
+
+
+def run_checkpoint(source: Path) -> Path:
+    """``source``, or for a run directory its newest valid checkpoint (as ``hookbus
+    embed`` and ``hookbus eval`` read a run directory); CheckpointError when it has none."""
+    if not source.is_dir():
+        return source
+    found = newest_valid_checkpoint(source)
+    if found is None:
+        raise CheckpointError(
+            f"no checkpoint in {source} (a run directory holds phase*.torch; give a run "
+            "directory or a checkpoint)"
+        )
+    return found[0]
 
 
 _COMMANDS = {

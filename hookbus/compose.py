@@ -20,7 +20,8 @@ end-of-run evaluation are off, and a line says so (:attr:`Composed.notes`): eval
 encoder with ``hookbus eval RUN LABELLED_FOLDER``. The recipes in ``configs/`` keep the
 papers' settings; a composed config is a recipe too (``--show`` prints it).
 
-This module imports no torch until a config is composed (``hookbus --help`` stays fast).
+The command line imports this module only when a command composes or reads a config
+(it loads torch and the backbone registry), never for ``--help``.
 """
 
 from __future__ import annotations
@@ -34,13 +35,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from hookbus.engine.composition import Setting, clamp, merge, power_of_two_below
 from hookbus.engine.config import Config
 from hookbus.engine.config_io import apply_override, load_config, read_yaml, validate_config
 from hookbus.engine.errors import ConfigError, DataError
+from hookbus.engine.folder_walk import walk_folder
 from hookbus.engine.methods import MethodSpec, load_methods, methods_in_order
+from hookbus.engine.model_names import canonical_backbone_name
+from hookbus.engine.registry import UnknownNameError
+from hookbus.parts.data.image_folder import IMAGE_EXTENSIONS
+from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.presets import TIMM_PREFIX, TV_PREFIX, VIT_PRESETS
 
 SHORT_KEYS = ("method", "model", "data", "out", "overrides")
@@ -74,10 +81,12 @@ class Composed:
     command: str = ""
 
     def yaml(self) -> str:
-        """The effective config as a recipe: the choices and notes as comments, then
-        the YAML (a recipe's own config has no comments)."""
+        """The config as a recipe: the choices and notes as comments, then the keys the
+        composition (or the recipe) and the overrides set, as validated; every other key
+        keeps its default (``hookbus schema`` and docs/configuration.md list them)."""
         lines = [f"# {line}" for line in (self.command, *self.notes) if line]
-        dumped = yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False)
+        written = self.config.model_dump(mode="json", exclude_unset=True)
+        dumped = yaml.safe_dump(written, sort_keys=False)
         return "".join(f"{line}\n" for line in lines) + dumped
 
 
@@ -130,7 +139,7 @@ def compose(
     spec = method_spec(method)
     data = str(data)
     tensors = data in TENSOR_DATA
-    model = model or ("small_cnn" if tensors else DEFAULT_MODEL)
+    model = canonical_backbone_name(model or ("small_cnn" if tensors else DEFAULT_MODEL))
     asked = _asked(overrides)
     if laptop is None:
         laptop = asked.get("machine.device") == "cpu" or not _has_cuda()
@@ -154,6 +163,7 @@ def compose(
         laptop=laptop,
         tensors=tensors,
     )
+    check_backbone_name(model)
     try:
         part = spec.compose(setting) if spec.compose else {}
     except ValueError as exc:
@@ -190,20 +200,25 @@ def _asked(overrides: Sequence[str]) -> dict[str, Any]:
     return asked
 
 
-def _has_cuda() -> bool:
-    import torch
+def check_backbone_name(model: str) -> None:
+    """ConfigError naming close names when no backbone is called ``model`` (hookbus's,
+    ``tv:NAME``, ``timm:NAME``; ``hookbus models`` lists them)."""
+    try:
+        BACKBONES.get(model)
+    except UnknownNameError as exc:
+        raise ConfigError(f"--model {model}: {exc}") from None
 
+
+def _has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
 def count_images(folder: Path) -> int:
     """The image files under ``folder`` (recursively, as the image folder data set reads
     them); DataError naming a folder that is missing or holds none."""
-    from hookbus.engine.folder_walk import walk_folder
-    from hookbus.parts.data.image_folder import IMAGE_EXTENSIONS
-
     if not folder.is_dir():
-        raise DataError(f"--data {folder}: no such folder (a folder of images, or digits)")
+        what = "is not a folder" if folder.exists() else "no such folder"
+        raise DataError(f"--data {folder}: {what} (give a folder of images, or digits)")
     walk = walk_folder(folder, suffixes=IMAGE_EXTENSIONS, what="image")
     if not walk.files:
         raise DataError(
@@ -218,7 +233,7 @@ def _patch_size(model: str, image_size: int) -> int | None:
     the patch of their name."""
     if model in VIT_PRESETS:
         return 16 if image_size >= 128 else max(4, image_size // 8)
-    name = model.removeprefix(TIMM_PREFIX).removeprefix(TV_PREFIX)
+    name = model.removeprefix(TIMM_PREFIX).removeprefix(TV_PREFIX).partition(".")[0]
     if model.startswith((TIMM_PREFIX, TV_PREFIX)) and re.search(r"vit|deit", name):
         found = re.search(r"(?:patch|_)(\d+)(?:_|$)", name)
         return int(found.group(1)) if found else 16
@@ -244,7 +259,7 @@ def _base(setting: Setting, data: str, model: str) -> dict[str, Any]:
     """The keys around the method's: the data, the backbone, AdamW, the meters, the run
     directory."""
     backbone: dict[str, Any] = {"name": model, "in_channels": setting.channels}
-    if model in CNN_WIDTHS and setting.image_size <= 64:
+    if model in CNN_WIDTHS and setting.image_size <= 32:
         backbone["small_stem"] = True
     if setting.patch_tokens:
         backbone["vit"] = {"patch_size": setting.patch_size}
@@ -305,8 +320,8 @@ def _length(raw: dict[str, Any], setting: Setting, asked: Mapping[str, Any]) -> 
 
 def _default_out(spec: MethodSpec, model: str, data: str) -> str:
     name = (spec.aliases or (spec.name,))[0]
-    where = Path(data).name if data not in TENSOR_DATA else data
-    return f"runs/{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', model)}_{where or 'data'}"
+    where = data if data in TENSOR_DATA else "_".join(Path(data).resolve().parts[-2:])
+    return f"runs/{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', f'{model}_{where}')}"
 
 
 def is_short_yaml(raw: Mapping[str, Any]) -> bool:

@@ -246,10 +246,12 @@ def _view_collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
     specs += [ViewSpec(small.size, small.crop_area, augment)] * small.count
     if data.pipeline == "crop_first":
         in_loader = data.augment_device == "cpu"
+        skip = data.name == "image_folder" and data.folder.skip_unreadable
+        options = {"finish_views": in_loader, "skip_unreadable": skip}
         return (
-            CropFirstCollate(specs, None, augment, seed, finish_views=in_loader),
-            CropFirstCollate(specs, data.image_size, augment, seed, finish_views=in_loader),
-            CropFirstCollate([], data.image_size, augment, seed),
+            CropFirstCollate(specs, None, augment, seed, **options),
+            CropFirstCollate(specs, data.image_size, augment, seed, **options),
+            CropFirstCollate([], data.image_size, augment, seed, skip_unreadable=skip),
         )
     view_transforms = [view_transform(spec.augment, spec.size, spec.crop_scale) for spec in specs]
     clean = clean_transform(augment, data.image_size)

@@ -3,13 +3,14 @@ images and the machine; the command line, the short YAML and load_config agree."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hookbus.cli import main
-from hookbus.compose import compose, method_names
+from hookbus.compose import compose, compose_short_yaml, method_names
 from hookbus.engine.config_io import load_config, validate_config
 from hookbus.engine.errors import ConfigError, DataError
 from tests.photos import make_photo_folder
@@ -66,6 +67,8 @@ def test_a_masking_method_refuses_a_cnn_in_one_line(method: str) -> None:
 def test_ijepa_takes_a_timm_vit_and_mae_does_not() -> None:
     timm = "timm:vit_tiny_patch16_224"
     assert compose("ijepa", timm, "digits", laptop=True).config.loss.name == "ijepa"
+    spelled = compose("ijepa", "timm/vit_tiny_patch16_224", "digits", laptop=True)
+    assert spelled.config.model.backbone.name == timm
     with pytest.raises(ConfigError, match="hookbus's ViTs, and model timm:vit_tiny"):
         compose("mae", timm, "digits", laptop=True)
 
@@ -119,9 +122,41 @@ def test_a_folder_is_read_without_labels_and_knn_is_off_with_a_note(photos: Path
 def test_a_missing_or_empty_folder_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="^--data .*nowhere: no such folder"):
         compose("simclr", None, tmp_path / "nowhere")
+    (tmp_path / "a.jpg").write_bytes(b"")
+    with pytest.raises(DataError, match="^--data .*a.jpg: is not a folder"):
+        compose("simclr", None, tmp_path / "a.jpg")
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="^--data .*empty: no images in it"):
         compose("simclr", None, tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("method: [dino]\n", "method must be a name or a path, not ['dino']"),
+        ("method: dino\nepochs: 3\n", "takes the keys method, model, data, out, overrides"),
+        ("method: dino\noverrides: 3\n", "overrides must be a mapping of dotted keys"),
+        ("method: ''\n", "method is empty; known: simclr"),
+    ],
+)
+def test_a_wrong_short_yaml_is_one_line(tmp_path: Path, text: str, message: str) -> None:
+    short = tmp_path / "short.yaml"
+    short.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        compose_short_yaml(short)
+
+
+def test_an_unknown_model_is_one_line_naming_the_backbones() -> None:
+    with pytest.raises(ConfigError, match="^--model nope: unknown backbone 'nope'; registered"):
+        compose("simclr", "nope")
+
+
+def test_the_run_directory_is_named_after_the_choices(photos: Path) -> None:
+    assert str(compose("dino", "vit_tiny", laptop=True).config.checkpoint.dir) == (
+        "runs/dino_vit_tiny_digits"
+    )
+    folder = compose("simclr", "timm/resnet18", photos / "train", laptop=True).config
+    assert str(folder.checkpoint.dir) == f"runs/simclr_timm_resnet18_{photos.name}_train"
 
 
 def test_an_unknown_method_names_the_known_ones() -> None:
