@@ -51,6 +51,18 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "the other commands of a run on tensors never need"
     ),
     ("hookbus.commands", "hookbus.parts.data.datasets"): SHARDS_ON_USE,
+    ("hookbus.cli", "hookbus.models_list"): (
+        "hookbus models reads torchvision's and timm's lists of models (seconds), which no "
+        "other command needs"
+    ),
+    ("hookbus.hooks.methods.distillation_teacher", "hookbus.parts.models.distillation"): (
+        "distillation's model module imports the ViT backbones (torchvision, about a "
+        "second), only for a run of loss.name distillation"
+    ),
+    ("hookbus.parts.models.timm_pretrained", "huggingface_hub"): (
+        "the hub's client (timm's dependency, the timm extra), only for a timm name with a "
+        "pretrained tag"
+    ),
     ("hookbus.eval", "hookbus.pictures"): (
         "matplotlib, scikit-learn's t-SNE and tensorboardX's projector (seconds), only for "
         "hookbus eval --pictures"
