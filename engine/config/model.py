@@ -88,11 +88,30 @@ class ViTConfig(Section):
         description="keep the patch embedding (conv_proj) at its random init: no gradient, "
         "no update (a random patch projection, for stability)",
     )
-    position_embedding: Literal["learned", "sincos"] = Field(
+    position_embedding: Literal["learned", "sincos", "rope"] = Field(
         "learned",
-        description="the encoder's position embedding: learned (torchvision's), or sincos, "
+        description="the encoder's position embedding: learned (torchvision's), sincos, "
         "the fixed 2-D sine-cosine table (frozen; kept under "
-        "torchvision's key; the width a multiple of 4)",
+        "torchvision's key; the width a multiple of 4), or rope, DINOv3's rotary embedding "
+        "of the patch tokens' queries and keys (a head width divisible by 4; no "
+        "torchvision export; not for MAE or I-JEPA, which encode parts of the grid)",
+    )
+    rope_base: float = Field(
+        100.0, gt=1, le=1e6, description="rope: the base of the periods (DINOv3's 100)"
+    )
+    rope_jitter: float | None = Field(
+        None,
+        ge=1,
+        le=100,
+        description="rope, in training: each axis's coordinates times exp(u), u uniform in "
+        "[-log j, log j] (the authors' jitter_coords); None: none",
+    )
+    rope_rescale: float | None = Field(
+        None,
+        ge=1,
+        le=100,
+        description="rope, in training: both axes' coordinates times one such factor "
+        "(the authors' rescale_coords, 2 in their ViT-7B configs); None: none",
     )
     patch_embedding_init: Literal["torchvision", "xavier_uniform"] = Field(
         "torchvision",
@@ -102,6 +121,11 @@ class ViTConfig(Section):
     class_token_init: Literal["zeros", "normal"] = Field(
         "zeros",
         description="init of the class token: zeros (torchvision's), or normal with std 0.02",
+    )
+    class_token: bool = Field(
+        True,
+        description="a class token (torchvision's); false: none, as I-JEPA's ViT: the "
+        "features are the mean patch token, and no torchvision export",
     )
     drop_path: float = Field(
         0.0,
@@ -148,6 +172,19 @@ class ViTConfig(Section):
             raise ValueError(
                 f"drop_path_rule {self.drop_path_rule} spreads drop_path over the blocks, "
                 "but drop_path is 0 (no drop path): set drop_path, or remove drop_path_rule"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _rope_settings_need_rope(self) -> ViTConfig:
+        if self.position_embedding != "rope":
+            for key in ("rope_jitter", "rope_rescale"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key} jitters RoPE: set position_embedding rope")
+        elif self.activation_checkpointing:
+            raise ValueError(
+                "position_embedding rope with activation_checkpointing is not supported: the "
+                "blocks' recomputation would not see the rotation of their forward"
             )
         return self
 
@@ -221,6 +258,11 @@ class HeadConfig(Section):
     hidden_bias: bool = Field(
         True,
         description="biases on the hidden layers; false: none",
+    )
+    activation: Literal["relu", "gelu"] = Field(
+        "relu",
+        description="after each hidden layer: relu, or gelu (the heads of DINO, iBOT, "
+        "DINOv2 and DINOv3 in their authors' code)",
     )
 
     @model_validator(mode="after")
