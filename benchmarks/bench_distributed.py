@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_distributed.py               # 2 rounds, both workloads
     .venv/bin/python benchmarks/bench_distributed.py --quick       # 1 round, 2 digits epochs
+    .venv/bin/python benchmarks/bench_distributed.py --launchers --rounds 3 --epochs 3 --busy 4
 
 Runs `hookbus train configs/simclr_digits.yaml` four ways, in alternation
 (`benchmarks/harness.py`), each with the same global batch, no test phase and the
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -129,17 +131,91 @@ class Measurement:
     """Seconds from start to exit."""
     rate: float
     """Images per second after the first epoch."""
+    cpu: float = 0.0
+    """CPU seconds (user and system) of every process the run started."""
+
+
+def children_cpu() -> float:
+    """CPU seconds used so far by this process's finished (waited-for) descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(contender: str, workload: Workload, workdir: Path) -> Measurement:
-    """Train once as ``contender``; returns the wall time and the steady throughput."""
+    """Train once as ``contender``; returns the wall time, steady throughput and CPU."""
     run_dir = workdir / f"run_{time.monotonic_ns()}"
+    cpu = children_cpu()
     started = time.monotonic()
     subprocess.run(command(contender, workload, run_dir), cwd=ROOT, check=True, capture_output=True)
     wall = time.monotonic() - started
+    cpu = children_cpu() - cpu
     rate = steady_rate((run_dir / "log.txt").read_text(), workload.global_batch)
     shutil.rmtree(run_dir, ignore_errors=True)
-    return Measurement(wall, rate)
+    return Measurement(wall, rate, cpu)
+
+
+SPIN = "while True: pass"
+"""What each process of the second job does: keep a core busy."""
+
+
+def busy_run(contender: str, workload: Workload, workdir: Path, spinners: int) -> Measurement:
+    """:func:`run` with ``spinners`` processes keeping the cores busy beside it."""
+    job = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(spinners)]
+    try:
+        return run(contender, workload, workdir)
+    finally:
+        for process in job:
+            process.kill()
+            process.wait()
+
+
+LAUNCHER_HEADER = [
+    "cores",
+    "contender",
+    "wall s",
+    "CPU s",
+    "wall / torchrun's",
+    "CPU / torchrun's",
+]
+
+
+def launcher_rows(results: dict[tuple[str, str], list[Measurement]]) -> list[list[str]]:
+    """Per condition and launcher: median wall and CPU seconds, and the launcher's
+    medians over torchrun's."""
+    table = []
+    for condition in dict.fromkeys(key[0] for key in results):
+        wall = {c: median([m.wall for m in results[condition, c]]) for c in (LAUNCHER, TORCHRUN_2)}
+        cpu = {c: median([m.cpu for m in results[condition, c]]) for c in (LAUNCHER, TORCHRUN_2)}
+        for contender in (LAUNCHER, TORCHRUN_2):
+            table.append(
+                [
+                    condition,
+                    contender,
+                    f"{wall[contender]:.1f}",
+                    f"{cpu[contender]:.1f}",
+                    f"{wall[contender] / wall[TORCHRUN_2]:.3f}",
+                    f"{cpu[contender] / cpu[TORCHRUN_2]:.3f}",
+                ]
+            )
+    return table
+
+
+def compare_launchers(rounds: int, epochs: int, spinners: int) -> None:
+    """The ``--launchers`` campaign: both launchers on quiet and busy cores, alternated."""
+    workload = Workload((), global_batch=256, epochs=epochs)
+    busy = f"busy ({spinners} spinning)"
+    with tempfile.TemporaryDirectory() as workdir:
+        runs = {}
+        for contender in (LAUNCHER, TORCHRUN_2):
+            runs["quiet", contender] = lambda c=contender: run(c, workload, Path(workdir))
+            runs[busy, contender] = lambda c=contender: busy_run(
+                c, workload, Path(workdir), spinners
+            )
+        results = interleaved(runs, rounds)
+    print(markdown_table(LAUNCHER_HEADER, launcher_rows(results)))
+    for key, values in results.items():
+        walls = " ".join(f"{m.wall:.1f}" for m in values)
+        print(f"{key[0]}, {key[1]}: wall s per round {walls}")
 
 
 def rows(name: str, results: dict[str, list[Measurement]]) -> list[list[str]]:
@@ -177,7 +253,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternated runs per contender")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
     parser.add_argument("--quick", action="store_true", help="1 round of 2 digits epochs")
+    parser.add_argument(
+        "--launchers", action="store_true", help="the two launchers on quiet and busy cores"
+    )
+    parser.add_argument("--epochs", type=int, default=3, help="--launchers: digits epochs (3)")
+    parser.add_argument(
+        "--busy", type=int, default=4, help="--launchers: spinning processes beside a busy run"
+    )
     args = parser.parse_args(argv)
+    if args.launchers:
+        print(f"bench_distributed --launchers: {args.rounds} rounds; {machine()}")
+        compare_launchers(args.rounds, args.epochs, args.busy)
+        print(f"after: {machine()}")
+        return
     workloads = {name: WORKLOADS[name] for name in args.workload or WORKLOADS}
     if args.quick:
         args.rounds = 1

@@ -13,8 +13,11 @@
 - firing an SSL event, or one of ignite's events that the trainer fires every step, is
   a loop over a tuple of ready handlers (ignite's ``fire_event`` checks the event
   against a list and formats a debug message on every call, about 10 us);
-- ``run()`` and ``interrupt()`` are refused: the trainer runs the phases
-  (``trainer.train()``), and ``terminate()`` ends them;
+- ``run()``, ``interrupt()`` and ``set_data()`` are refused: the trainer runs the
+  phases (``trainer.train()``) on the data it built, and ``terminate()`` ends them;
+- ``state.get_event_attrib_value`` of ``on_phase_start`` and ``on_phase_end`` is the
+  epoch (train phases begun), the global step that ignite's ``global_step_from_engine``
+  and loggers name a phase by, test phases included; their filters count phases;
 - an ignite metric attached under a name that hookbus's phase record sets itself
   (``loss``, ``iteration``...; a meter's value such as ``knn_top1``; a hook's metric
   such as ``probe_top1``: :mod:`hookbus.engine.metric_names`) is kept apart as
@@ -35,6 +38,7 @@ that event fires runs in the same firing, as in ignite.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import weakref
@@ -221,6 +225,18 @@ class BusEngine(Engine):
             "ignite's events (STARTED, EPOCH_*, ITERATION_*, COMPLETED) around them"
         )
 
+    def set_data(self, data: Any) -> None:
+        """Refused: a hookbus phase reads the data loader the trainer built for its kind
+        (train or test), from the config or ``SSLTrainer(train_data=..., test_data=...)``,
+        so that a resumed run reads the same samples in the same order; a loader swapped
+        in mid-run would be lost at the resume."""
+        raise RuntimeError(
+            "engine.set_data() is not supported by hookbus: each phase reads the data the "
+            "trainer built from the config (data.*) or from SSLTrainer(train_data=..., "
+            "test_data=...), so that a resumed run reads the same samples; pass the data "
+            "there, or train a second run on it from this run's checkpoint"
+        )
+
     def interrupt(self) -> None:
         """Refused: ignite's pause-and-resume of ``run()`` in the same process has no
         counterpart in a hookbus run; ``terminate()`` ends it, and the run goes on from
@@ -237,6 +253,22 @@ class BusEngine(Engine):
         super().terminate(skip_completed)
         if self.state.stopped_by is None:
             self.state.stopped_by = f"terminate() in {_caller()}"
+
+    def _handler_wrapper(
+        self, handler: Callable, event_name: Any, event_filter: Callable
+    ) -> Callable:
+        """ignite's wrapper of a filtered handler, its filter reading the event's firing
+        counter (:data:`hookbus.engine.events.EVENT_COUNTERS`); ``get_event_attrib_value``
+        gives a phase event's global step instead (the epoch)."""
+
+        @functools.wraps(handler)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if event_filter(self, self.state.filter_count(event_name)):
+                return handler(*args, **kwargs)
+            return None
+
+        wrapper._parent = weakref.ref(handler)  # type: ignore[attr-defined]  # ignite's has_event_handler
+        return wrapper
 
     def _rebuild_dispatch(self) -> None:
         """Resolve each fast-path event's handlers into callables of the engine.

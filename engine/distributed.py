@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +13,11 @@ from torch import Tensor
 
 from hookbus.engine.config import Config
 from hookbus.engine.errors import CollectiveFailure, ConfigError
-from hookbus.engine.launch_env import launch_environment
+from hookbus.engine.launch_env import (
+    LaunchEnvironment,
+    LaunchEnvironmentError,
+    launch_environment,
+)
 
 
 def is_distributed() -> bool:
@@ -108,11 +113,14 @@ class RendezvousFailure(CollectiveFailure):
 
 
 def init_from_environment(cfg: Config) -> bool:
-    """Join the process group that ``torchrun`` describes in the environment, if any.
+    """Join the process group that ``torchrun`` or ``srun`` describes in the environment,
+    if any.
 
     Returns True when this call initialised it. The environment is checked first
     (:func:`hookbus.engine.launch_env.launch_environment`: a malformed ``WORLD_SIZE``,
-    ``RANK`` or ``LOCAL_RANK`` is a user error naming it). The backend is
+    ``RANK`` or ``LOCAL_RANK`` is a user error naming it); a task placed by srun's
+    variables gets torchrun's (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...) set from
+    them, so the rendezvous and its child processes read one description. The backend is
     ``distributed.backend``; ``auto`` picks nccl when CUDA is available and gloo
     otherwise. The processes must all meet within ``distributed.init_timeout_seconds``,
     else :class:`RendezvousFailure` says which rank waited where (exit status 1, instead
@@ -126,12 +134,24 @@ def init_from_environment(cfg: Config) -> bool:
     env = launch_environment()
     if dist.is_initialized() or env.world_size <= 1:
         return False
+    if env.source == "slurm":  # torch's env:// reads torchrun's variables
+        os.environ.update(env.torch_variables())
     backend = cfg.distributed.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     meet = cfg.distributed.init_timeout_seconds
     try:
-        dist.init_process_group(backend=backend, timeout=timedelta(seconds=meet))
+        store = _launcher_store(env, timedelta(seconds=meet))
+        if store is None:
+            dist.init_process_group(backend=backend, timeout=timedelta(seconds=meet))
+        else:
+            dist.init_process_group(
+                backend=backend,
+                store=store,
+                rank=env.rank,
+                world_size=env.world_size,
+                timeout=timedelta(seconds=meet),
+            )
     except dist.DistError as exc:
         raise RendezvousFailure(
             f"rank {env.rank} of {env.world_size}: the processes did not all meet at "
@@ -145,6 +165,35 @@ def init_from_environment(cfg: Config) -> bool:
     _control_group = dist.new_group(backend="gloo", timeout=timeout)
     atexit.register(_destroy_group)
     return True
+
+
+STORE_FD_VARIABLE = "HOOKBUS_STORE_FD"
+"""Set by ``hookbus train``'s launcher (:mod:`hookbus.launcher`): the file descriptor of
+its listening socket at ``MASTER_ADDR:MASTER_PORT``, open in rank 0."""
+
+
+def _launcher_store(env: LaunchEnvironment, timeout: timedelta) -> dist.TCPStore | None:
+    """The ranks' store when hookbus's launcher started them (None otherwise): rank 0
+    serves it on the socket the launcher opened before starting any rank, so another
+    rank that comes first waits in the socket's queue instead of being refused and
+    retrying after a back-off; the other ranks connect to it."""
+    text = os.environ.get(STORE_FD_VARIABLE)
+    if text is None or env.source != "torchrun":
+        return None
+    if not text.isdigit():
+        raise LaunchEnvironmentError(
+            f"environment variable {STORE_FD_VARIABLE}={text[:40]!r} is not a file "
+            "descriptor (hookbus's launcher sets it; unset it to use MASTER_PORT alone)"
+        )
+    return dist.TCPStore(
+        str(env.master_addr),
+        int(env.master_port or 0),
+        env.world_size,
+        is_master=env.rank == 0,
+        timeout=timeout,
+        wait_for_workers=False,
+        master_listen_fd=int(text) if env.rank == 0 else None,
+    )
 
 
 _control_group: Any = None

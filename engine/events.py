@@ -54,6 +54,11 @@ its event fires, so it equals the number of firings of that event in the run:
 restored with the checkpoint, so the count goes on across a resume. ``on_start``,
 ``on_end`` and ``on_exception`` fire once and take no filter."""
 
+PHASE_EVENTS: tuple[SSLEvents, ...] = (SSLEvents.ON_PHASE_START, SSLEvents.ON_PHASE_END)
+"""The events of a phase boundary: their filters count phases (``phase_number``), and
+the global step ignite's handlers read of them is the epoch
+(:meth:`hookbus.RunState.get_event_attrib_value`)."""
+
 IGNITE_EVENTS: dict[Events, str] = {  # when each fires in a hookbus run
     Events.STARTED: "once per `train()`, right after `on_start`; `state.epoch` is the "
     "number of train phases already done",

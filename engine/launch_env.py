@@ -1,12 +1,17 @@
-"""The launch environment: the variables that ``torchrun``, ``srun`` with torchrun, or
-``hookbus train``'s own launcher give each training process, read and checked once.
+"""The launch environment: the variables that ``torchrun``, ``hookbus train``'s own
+launcher or SLURM's ``srun`` give each training process, read and checked once.
 
 ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` must be whole numbers
 in range (a rank below the world size, a local rank below the local world size),
 ``MASTER_PORT`` a TCP port, and a world of more than one process needs ``MASTER_ADDR``
 and ``MASTER_PORT``. Anything else is a :class:`LaunchEnvironmentError` naming the
-variable (a user error: one line, exit status 2), before torch reads them. hookbus reads
-no ``SLURM_*`` variable itself: under SLURM, ``srun torchrun ...`` sets these.
+variable (a user error: one line, exit status 2), before torch reads them.
+
+Without those (no ``WORLD_SIZE``, ``RANK`` or ``LOCAL_RANK``), a task that ``srun``
+started in a step of more than one task (``SLURM_STEP_ID`` set, ``SLURM_NTASKS`` > 1)
+takes its place from SLURM (:mod:`hookbus.engine.slurm_env`). A process with
+``SLURM_NTASKS`` > 1 that srun did not start (a batch script's own shell) is one
+process, and says so once.
 
 Torch-free, so the command line checks them before it loads the trainer.
 """
@@ -38,7 +43,25 @@ class LaunchEnvironment:
     master_addr: str | None
     master_port: int | None
     launched: bool
-    """Whether a launcher started this process (``WORLD_SIZE`` is set)."""
+    """Whether a launcher started this process (``WORLD_SIZE`` is set, or srun's
+    variables place it in a step of several tasks)."""
+    local_world_size: int = 1
+    """Processes of the run on this machine."""
+    source: str = ""
+    """Where the values came from: ``"torchrun"`` (its variables, also set by hookbus's
+    launcher), ``"slurm"`` (srun's) or ``""`` (one process)."""
+
+    def torch_variables(self) -> dict[str, str]:
+        """The variables ``torch.distributed``'s ``env://`` rendezvous reads, as torchrun
+        sets them, for this place in the run."""
+        return {
+            "WORLD_SIZE": str(self.world_size),
+            "RANK": str(self.rank),
+            "LOCAL_RANK": str(self.local_rank),
+            "LOCAL_WORLD_SIZE": str(self.local_world_size),
+            "MASTER_ADDR": self.master_addr or "",
+            "MASTER_PORT": str(self.master_port or ""),
+        }
 
 
 def launch_environment(environ: Mapping[str, str] | None = None) -> LaunchEnvironment:
@@ -50,16 +73,22 @@ def launch_environment(environ: Mapping[str, str] | None = None) -> LaunchEnviro
         if env.world_size > 1: ...
     """
     env = os.environ if environ is None else environ
-    world_size = _number(env, "WORLD_SIZE", 1, 1, MAX_WORLD_SIZE)
-    rank = _number(env, "RANK", 0, 0, world_size - 1, f"below WORLD_SIZE={world_size}")
-    local_world_size = _number(
+    if not any(name in env for name in TORCHRUN_VARIABLES):
+        from hookbus.engine.slurm_env import slurm_environment  # it builds on this module
+
+        slurm = slurm_environment(env)
+        if slurm is not None:
+            return slurm
+    world_size = number_variable(env, "WORLD_SIZE", 1, 1, MAX_WORLD_SIZE)
+    rank = number_variable(env, "RANK", 0, 0, world_size - 1, f"below WORLD_SIZE={world_size}")
+    local_world_size = number_variable(
         env, "LOCAL_WORLD_SIZE", world_size, 1, world_size, f"at most WORLD_SIZE={world_size}"
     )
     bound = "LOCAL_WORLD_SIZE" if "LOCAL_WORLD_SIZE" in env else "WORLD_SIZE"
-    local_rank = _number(
+    local_rank = number_variable(
         env, "LOCAL_RANK", 0, 0, local_world_size - 1, f"below {bound}={local_world_size}"
     )
-    port = _number(env, "MASTER_PORT", 0, 1, 65535) if "MASTER_PORT" in env else None
+    port = number_variable(env, "MASTER_PORT", 0, 1, 65535) if "MASTER_PORT" in env else None
     addr = env.get("MASTER_ADDR")
     if world_size > 1:
         for name, value in (("MASTER_ADDR", addr), ("MASTER_PORT", port)):
@@ -69,10 +98,25 @@ def launch_environment(environ: Mapping[str, str] | None = None) -> LaunchEnviro
                     "needs it: the address and port where the processes meet (torchrun "
                     "sets it; so does hookbus train with distributed.nproc_per_node)"
                 )
-    return LaunchEnvironment(world_size, rank, local_rank, addr, port, "WORLD_SIZE" in env)
+    launched = "WORLD_SIZE" in env
+    return LaunchEnvironment(
+        world_size,
+        rank,
+        local_rank,
+        addr,
+        port,
+        launched,
+        local_world_size=local_world_size,
+        source="torchrun" if launched else "",
+    )
 
 
-def _number(
+TORCHRUN_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
+"""Any of these set: the process was started by torchrun or a launcher that sets its
+variables (hookbus's, or a batch script's line that maps SLURM's to them)."""
+
+
+def number_variable(
     env: Mapping[str, str], name: str, default: int, low: int, high: int, rule: str = ""
 ) -> int:
     """The whole number in ``env[name]`` (``default`` when unset), within ``low..high``."""

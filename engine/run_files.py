@@ -27,6 +27,8 @@ from hookbus.engine.errors import UserError
 
 POINTER_NAME = "checkpoint.torch"
 """The link to the newest checkpoint; read with its own rule (it must point inside)."""
+PENDING_NAME = "end_of_run.pending"
+"""The record that a run's end-of-run work has not finished (:mod:`hookbus.engine.end_of_run`)."""
 RUN_FILE_NAMES = frozenset(
     {
         POINTER_NAME,
@@ -37,6 +39,7 @@ RUN_FILE_NAMES = frozenset(
         "curves.json",
         "curves.png",
         "evaluation.json",
+        PENDING_NAME,
     }
 )
 """Files that hookbus writes into a run directory by name, beside its checkpoints."""

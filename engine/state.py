@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ignite.engine import State
 
 from hookbus.engine.config import Config
+from hookbus.engine.events import PHASE_EVENTS
 
 if TYPE_CHECKING:
     import torch
@@ -264,11 +265,22 @@ class RunState(RunFields, State):
         that value (``EVENT_COUNTERS``)."""
 
     def get_event_attrib_value(self, event_name: Any) -> int:
-        """The count a filter on ``event_name`` reads (ignite's; the firings of an SSL
-        event on a prepared plain engine)."""
+        """The global step of ``event_name``, as ignite's ``global_step_from_engine`` and
+        loggers read it: the count a filter on it reads (ignite's; the firings of an SSL
+        event on a prepared plain engine), but for ``on_phase_start`` and
+        ``on_phase_end`` the epoch, train phases begun (a test phase after epoch 2 is
+        2), as an evaluator's results are named by the trainer's epoch in ignite."""
         firings = self.ssl_firings
         if firings is not None and event_name in firings:
             return firings[event_name]
+        if event_name in PHASE_EVENTS:
+            return self.train_phase_idx + 1
+        return State.get_event_attrib_value(self, event_name)
+
+    def filter_count(self, event_name: Any) -> int:
+        """The count a filter on ``event_name`` reads on the trainer's engine: the
+        counter of :data:`hookbus.engine.events.EVENT_COUNTERS` (phases begun for the
+        phase events), or ignite's for its own events."""
         return State.get_event_attrib_value(self, event_name)
 
     @property

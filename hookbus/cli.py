@@ -10,13 +10,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
-from pathlib import Path
 
 from hookbus.console import console, guarded_stdout
 from hookbus.engine.config_io import load_config
 from hookbus.engine.errors import (
+    INTERRUPTED_EXIT_STATUS,
     PREEMPTED_EXIT_STATUS,
     CollectiveFailure,
+    ConfigError,
+    InputChangedError,
+    InterruptedRun,
+    MachineFailure,
     PreemptedError,
     UserError,
     WriteFailure,
@@ -24,12 +28,13 @@ from hookbus.engine.errors import (
 from hookbus.engine.launch_env import launch_environment
 from hookbus.launcher import launch_local
 from hookbus.recipes_index import recipe_table, recipe_text, resolve_recipe
-from hookbus.sbatch import SbatchRequest, sbatch_script
+from hookbus.sbatch import SbatchRequest, check_request, default_job_name, sbatch_script
 
 EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash or a file that could not
 be written (a full disk: the checkpoints are intact, run again to resume), 2 user error
 (bad config, override, environment variable, file or checkpoint), 75 preempted by
-SIGTERM/SIGUSR1 (a checkpoint was written: run the same command again to resume), 141
+SIGTERM/SIGUSR1 (a checkpoint was written: run the same command again to resume), 130
+stopped by Ctrl-C (the same: a checkpoint at the next step, a second Ctrl-C at once), 141
 standard output closed early (| head)
 """
 
@@ -41,10 +46,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
   hookbus recipes --show simclr_digits > my_recipe.yaml   # copy one, edit, train it
 """,
     ),
-    "train": (
-        "train from a YAML recipe (a path or a shipped recipe's name); resumes from the "
-        "newest checkpoint",
+    "models": (
+        "list the backbones a run can name: hookbus's own, torchvision's, timm's (with a "
+        "pattern; --pretrained: timm's weights tags)",
         """\
+  hookbus models                                   # every name, by library
+  hookbus models '*dinov2*' --pretrained           # timm's DINOv2 weights, timm:NAME.TAG
+""",
+    ),
+    "train": (
+        "train a method on a model over a folder (composed defaults), or from a YAML recipe "
+        "(a path or a shipped recipe's name); resumes from the newest checkpoint",
+        """\
+  hookbus train --method dino --model vit_tiny --data photos/ --out runs/dino_photos
+  hookbus train --method simclr --data photos/ --out runs/x --show > mine.yaml  # to edit
+  hookbus train --method byol --data digits optimizer.num_epochs=20
   hookbus train simclr_digits                      # a shipped recipe, by name
   hookbus train configs/simclr_digits.yaml         # a YAML file
   hookbus train configs/simclr_digits.yaml optimizer.num_epochs=2 checkpoint.dir=runs/try
@@ -53,8 +69,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """,
     ),
     "sbatch": (
-        "print a SLURM batch script that trains a recipe on N nodes, one task per GPU, and "
-        "requeues itself when preempted (exit status 75)",
+        "print a SLURM batch script that trains a recipe on N nodes, one task per GPU (or "
+        "CPU tasks), and requeues itself when preempted (exit status 75)",
         """\
   hookbus sbatch --nodes 2 --gpus-per-node 8 --time 24:00:00 simclr_digits \\
       checkpoint.dir=/shared/runs/simclr > simclr.sbatch
@@ -86,6 +102,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": (
         "write a checkpoint's backbone as a plain state dict (torchvision / small CNN)",
         """\
+  hookbus export runs/moco_digits backbone.pth       # a run directory: its newest checkpoint
   hookbus export runs/moco_digits/checkpoint.torch backbone.pth
   hookbus export runs/byol_r50/checkpoint.torch resnet50.pth   # resnet50().load_state_dict
 """,
@@ -164,7 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "-o", "--output", help="where to write the PNG (default: RUN_DIR/curves.png)"
             )
         elif name == "export":
-            command.add_argument("checkpoint", help="a hookbus checkpoint")
+            command.add_argument(
+                "checkpoint", help="a hookbus checkpoint, or a run directory (its newest)"
+            )
             command.add_argument("out", help="where to write the state dict (.pth)")
         elif name == "embed":
             _embed_arguments(command)
@@ -186,15 +205,25 @@ def build_parser() -> argparse.ArgumentParser:
             )
         elif name == "sbatch":
             _sbatch_arguments(command)
+        elif name == "models":
+            command.add_argument(
+                "pattern", nargs="?", metavar="PATTERN", help="names matching it ('*dinov2*')"
+            )
+            command.add_argument(
+                "--pretrained", action="store_true", help="timm's pretrained weights only"
+            )
         elif name == "recipes":
             command.add_argument(
                 "--show", metavar="NAME", help="print the recipe NAME's YAML, exactly as shipped"
             )
         elif name != "schema":
+            composes = name in COMPOSING
             command.add_argument(
                 "config",
                 metavar="RECIPE",
-                help="a YAML recipe's path, or a shipped recipe's name (hookbus recipes)",
+                nargs="?" if composes else None,
+                help="a YAML recipe's path, or a shipped recipe's name (hookbus recipes)"
+                + (", or a short YAML of method, model, data and out" if composes else ""),
             )
             command.add_argument(
                 "overrides",
@@ -202,8 +231,42 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="KEY=VALUE",
                 help="dotted overrides, e.g. optimizer.lr=0.3",
             )
+        if name in COMPOSING:
+            _composition_arguments(command, show=name == "train")
         command.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return parser
+
+
+COMPOSING = ("train", "validate", "hooks")
+"""The commands that compose a config from --method, --model and --data."""
+
+
+def _composition_arguments(command: argparse.ArgumentParser, *, show: bool) -> None:
+    """``--method``, ``--model``, ``--data``, ``--out`` (and ``--show``): a composed run
+    (:mod:`hookbus.compose`) in place of a recipe."""
+    group = command.add_argument_group(
+        "a composed run (in place of RECIPE; KEY=VALUE overrides go on top)"
+    )
+    group.add_argument(
+        "--method", help="the SSL method: simclr, moco, byol, swav, dino, dinov2, mae, ..."
+    )
+    group.add_argument(
+        "--model",
+        help="the backbone: resnet18, vit_tiny, small_cnn, tv:NAME, timm:NAME (default: "
+        "resnet18; small_cnn for digits)",
+    )
+    group.add_argument(
+        "--data", help="a folder of images (read recursively, without labels), or digits"
+    )
+    group.add_argument(
+        "--out", help="the run directory (checkpoint.dir; default runs/METHOD_MODEL_DATA)"
+    )
+    if show:
+        group.add_argument(
+            "--show",
+            action="store_true",
+            help="print the composed config (a recipe to edit) and train nothing",
+        )
 
 
 def _sbatch_arguments(command: argparse.ArgumentParser) -> None:
@@ -214,13 +277,23 @@ def _sbatch_arguments(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument("--nodes", type=int, required=True, help="nodes of the job")
     command.add_argument(
-        "--gpus-per-node", type=int, required=True, help="GPUs per node (one task each)"
+        "--gpus-per-node",
+        type=int,
+        required=True,
+        help="GPUs per node (one task each); 0 for CPU nodes",
+    )
+    command.add_argument(
+        "--tasks-per-node",
+        type=int,
+        help="tasks per node (default: one per GPU; 1 on CPU nodes)",
     )
     command.add_argument("--time", required=True, help="the time limit, HH:MM:SS or DAYS-HH:MM:SS")
     command.add_argument("--job-name", help="default: the recipe's file name without .yaml")
     command.add_argument("--partition", help="the SLURM partition (default: the cluster's)")
     command.add_argument(
-        "--port", type=int, default=29500, help="where the tasks meet on the first node (29500)"
+        "--port",
+        type=int,
+        help="where the tasks meet on the first node (default: a port from the job's id)",
     )
     command.add_argument(
         "--signal-seconds",
@@ -257,6 +330,11 @@ def _embed_arguments(command: argparse.ArgumentParser) -> None:
         "--num-workers", type=int, help="DataLoader workers (default: the cores but one, <= 8)"
     )
     command.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    command.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="leave out the images that cannot be read (listed on stderr) instead of refusing",
+    )
 
 
 def _eval_arguments(command: argparse.ArgumentParser) -> None:
@@ -356,12 +434,18 @@ def _command(args: argparse.Namespace) -> int:
             return _recipes(args)
         if args.command == "sbatch":
             return _sbatch(args)
-        if hasattr(args, "config"):
+        if args.command == "models":
+            from hookbus.models_list import model_lines
+
+            print("\n".join(model_lines(args.pattern, pretrained=args.pretrained)))
+            return 0
+        _composition_or_recipe(args)
+        if getattr(args, "config", None) is not None:
             args.config = resolve_recipe(args.config)
         nproc = _processes_to_launch(args)
         if nproc > 1:
-            forwarded = ["train", args.config, *args.overrides, *(["-q"] if args.quiet else [])]
-            return launch_local(forwarded, nproc)
+            forwarded = ["train", *_train_source(args), *args.overrides]
+            return launch_local([*forwarded, *(["-q"] if args.quiet else [])], nproc)
         # Loaded here, not at the top: it imports torch, ignite and the trainer (about
         # 5 s on 2 cores), which --help, a bad argument and the launcher's parent never need.
         from hookbus.commands import run
@@ -370,15 +454,24 @@ def _command(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WriteFailure, CollectiveFailure, FloatingPointError) as exc:
+    except (
+        WriteFailure,
+        CollectiveFailure,
+        MachineFailure,
+        InputChangedError,
+        FloatingPointError,
+    ) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except InterruptedRun as exc:
+        print(f"hookbus {args.command}: interrupted: {exc}", file=sys.stderr)
+        return INTERRUPTED_EXIT_STATUS
     except PreemptedError as exc:
         print(f"hookbus {args.command}: preempted: {exc}", file=sys.stderr)
         return PREEMPTED_EXIT_STATUS
     except KeyboardInterrupt:
         print(f"hookbus {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT_STATUS
 
 
 def _recipes(args: argparse.Namespace) -> int:
@@ -391,21 +484,22 @@ def _recipes(args: argparse.Namespace) -> int:
 
 
 def _sbatch(args: argparse.Namespace) -> int:
-    """``hookbus sbatch``: check the recipe and its overrides, print the batch script."""
-    recipe = resolve_recipe(args.config)
-    load_config(recipe, args.overrides)
-    name = args.job_name or Path(args.config).name.removesuffix(".yaml")
+    """``hookbus sbatch``: check the options, the recipe and its overrides, print the
+    batch script."""
     request = SbatchRequest(
         recipe=args.config,
         overrides=tuple(args.overrides),
         nodes=args.nodes,
         gpus_per_node=args.gpus_per_node,
         time=args.time,
-        job_name=name,
+        job_name=args.job_name or default_job_name(args.config),
         port=args.port,
         signal_seconds=args.signal_seconds,
         partition=args.partition,
+        tasks_per_node=args.tasks_per_node,
     )
+    check_request(request)
+    load_config(resolve_recipe(args.config), args.overrides)
     sys.stdout.write(sbatch_script(request))
     return 0
 
@@ -414,9 +508,50 @@ def _processes_to_launch(args: argparse.Namespace) -> int:
     """For ``train`` outside a launched rank: ``distributed.nproc_per_node``; else 1.
     For ``train``, the launch environment variables are checked first (one line naming
     a malformed one, exit status 2)."""
-    if args.command != "train" or launch_environment().launched:
+    if args.command != "train" or launch_environment().launched or args.show:
         return 1
-    return load_config(args.config, args.overrides).distributed.nproc_per_node
+    from hookbus.compose import run_config
+
+    return run_config(args).config.distributed.nproc_per_node
+
+
+def _composition_or_recipe(args: argparse.Namespace) -> None:
+    """Check that a composing command got a RECIPE or ``--method``, not both; a first
+    override taken for the RECIPE (``--method dino optimizer.lr=0.1``) goes back to the
+    overrides; ``--out`` alone moves a recipe's run directory (``checkpoint.dir``)."""
+    if args.command not in COMPOSING:
+        return
+    if args.method is None:
+        if args.model is not None or args.data is not None:
+            raise ConfigError(
+                f"hookbus {args.command}: --model and --data compose a run with --method "
+                "(--method simclr, say), or name a RECIPE"
+            )
+        if args.config is None:
+            raise ConfigError(
+                f"hookbus {args.command}: name a RECIPE (hookbus recipes lists them), or "
+                "compose one: --method M --model X --data DIR"
+            )
+        if args.out is not None:
+            args.overrides.append(f"checkpoint.dir={args.out}")
+        return
+    if args.config is not None:
+        if "=" not in args.config:
+            raise ConfigError(
+                f"hookbus {args.command}: give a RECIPE ({args.config}) or --method "
+                f"{args.method}, not both"
+            )
+        args.overrides.insert(0, args.config)
+        args.config = None
+
+
+def _train_source(args: argparse.Namespace) -> list[str]:
+    """The arguments that name what ``train`` trains: the RECIPE, or the composition."""
+    if args.config is not None:
+        return [args.config]
+    chosen = [("--method", args.method), ("--model", args.model), ("--data", args.data)]
+    chosen.append(("--out", args.out))
+    return [part for flag, value in chosen if value is not None for part in (flag, value)]
 
 
 def _one_line(exc: BaseException) -> str:

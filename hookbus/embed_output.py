@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,14 +39,56 @@ def output_format(out: Path, chosen: str | None = None) -> str:
     )
 
 
-def check_output(out: Path, source: Path, *, overwrite: bool = False) -> None:
+def check_output(
+    out: Path,
+    source: Path,
+    *,
+    inputs: Sequence[Path] = (),
+    files: Sequence[Path] = (),
+    overwrite: bool = False,
+) -> None:
     """Refuse to write ``out`` where it is ``source``, a file hookbus keeps in a run
     directory (a checkpoint, its checksum, ``config.yaml``, ``metrics.json``...: see
-    :func:`hookbus.output_paths.check_destination`), a folder, or, unless ``overwrite``,
-    an existing file."""
+    :func:`hookbus.output_paths.check_destination`), one of the images named in
+    ``inputs`` or a path inside a folder named there (through any link or ``..``), a
+    hard link of one of the image ``files``, a folder, or, unless ``overwrite``, an
+    existing file."""
     check_destination(out, [source])
+    check_outside_inputs(out, inputs, files)
     if out.exists() and not overwrite:
         raise UserError(f"{out} exists: give --overwrite to replace it, or another path")
+
+
+def check_outside_inputs(out: Path, inputs: Sequence[Path], files: Sequence[Path] = ()) -> None:
+    """Refuse an ``out`` that is one of ``inputs`` (image files and folders as named) or
+    lies inside one of the folders, by its resolved path, or that is a hard link of one
+    of the image ``files`` (looked at only when ``out`` has more than one link)."""
+    place = out.parent.resolve() / out.name
+    targets = {place, out.resolve()}
+    for named in inputs:
+        real = named.resolve()
+        if real in targets or (named.is_dir() and any(real in t.parents for t in targets)):
+            what = "inside the image folder" if named.is_dir() else "the input image"
+            raise UserError(
+                f"{out} is {what} {named}, an input of this command: writing it there could "
+                "destroy or mix with the images; give a path outside the inputs"
+            )
+    try:
+        status = os.stat(out)
+    except OSError:
+        return
+    if status.st_nlink < 2:
+        return
+    for file in files:
+        try:
+            other = os.stat(file)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (status.st_dev, status.st_ino):
+            raise UserError(
+                f"{out} is the input image {file} (a hard link to it): writing it would "
+                "destroy the image; give a path outside the inputs"
+            )
 
 
 def write_embeddings(paths: Sequence[str], embeddings: Tensor, out: Path, form: str) -> None:

@@ -110,7 +110,11 @@ def _with_folder(cfg: Config, folder: Path) -> Config:
     update = {
         "name": "image_folder",
         "folder": cfg.data.folder.model_copy(
-            update={"train_dir": folder / "train", "test_dir": folder / "test"}
+            update={
+                "train_dir": folder / "train",
+                "test_dir": folder / "test",
+                "labels": "class_folders",
+            }
         ),
     }
     return cfg.model_copy(update={"data": cfg.data.model_copy(update=update)})

@@ -7,6 +7,15 @@ launcher forwards SIGTERM and SIGUSR1 to every rank (preemption), and when one r
 fails it stops the others instead of leaving them waiting in a collective: SIGTERM
 first, SIGKILL after ``grace_seconds``. Its exit status is the first failing rank's,
 or 0 (128 + the signal's number for a rank killed by a signal, as a shell reports it).
+
+Nothing waits on a timer at start-up. The launcher opens the meeting port itself, a
+listening socket on loopback, before it starts any rank, and hands it to rank 0
+(:data:`STORE_FD_VARIABLE`), whose store serves on it
+(:func:`hookbus.engine.distributed.init_from_environment`). A rank that gets there
+before rank 0 is queued by the kernel, and answered as soon as rank 0 serves; without
+it, its connection would be refused, and torch retries a refused connection only after
+a back-off that grows while it waits (as torchrun's agent avoids by serving the store
+before it starts the workers). It also waits for the ranks' exits, not on a poll.
 """
 
 from __future__ import annotations
@@ -18,12 +27,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 logger = logging.getLogger("hookbus")
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+STORE_FD_VARIABLE = "HOOKBUS_STORE_FD"
+"""The variable naming, to every rank, the file descriptor of the launcher's listening
+socket, open in rank 0 alone: rank 0 serves the ranks' store on it."""
 
 
 def free_port() -> int:
@@ -52,22 +64,28 @@ def launch_local(cli_args: Sequence[str], nproc: int, *, grace_seconds: float = 
     unless the environment sets it already (``machine.num_threads`` in the config still
     wins inside each rank).
     """
-    port = free_port()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(max(128, 4 * nproc))
+    port = listener.getsockname()[1]
     threads = os.environ.get("OMP_NUM_THREADS") or str(threads_per_rank(nproc))
     ranks = []
-    for rank in range(nproc):
-        env = {
-            **os.environ,
-            "OMP_NUM_THREADS": threads,
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(nproc),
-            "LOCAL_WORLD_SIZE": str(nproc),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-        }
-        command = [sys.executable, "-m", "hookbus", *cli_args]
-        ranks.append(subprocess.Popen(command, env=env))
+    with listener:
+        for rank in range(nproc):
+            env = {
+                **os.environ,
+                "OMP_NUM_THREADS": threads,
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(nproc),
+                "LOCAL_WORLD_SIZE": str(nproc),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                STORE_FD_VARIABLE: str(listener.fileno()),
+            }
+            command = [sys.executable, "-m", "hookbus", *cli_args]
+            kept = (listener.fileno(),) if rank == 0 else ()
+            ranks.append(subprocess.Popen(command, env=env, pass_fds=kept))
     logger.info("started %d ranks on 127.0.0.1:%d, %s torch threads each", nproc, port, threads)
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -83,7 +101,12 @@ def launch_local(cli_args: Sequence[str], nproc: int, *, grace_seconds: float = 
             signal.signal(signum, handler)
 
 
-def _supervise(ranks: list[subprocess.Popen], grace_seconds: float) -> int:
+def _supervise(
+    ranks: list[subprocess.Popen], grace_seconds: float, wait: Callable[[], None] | None = None
+) -> int:
+    """Wait for the ranks; returns the run's exit status. ``wait`` blocks until a rank
+    may have exited (default: until a child process exits, without reaping it)."""
+    wait = wait or _wait_for_a_child
     while True:
         codes = [process.poll() for process in ranks]
         failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
@@ -95,7 +118,18 @@ def _supervise(ranks: list[subprocess.Popen], grace_seconds: float) -> int:
             return code if code > 0 else 128 - code  # killed by a signal: 128 + its number
         if all(code == 0 for code in codes):
             return 0
-        time.sleep(0.1)
+        wait()
+
+
+def _wait_for_a_child() -> None:
+    """Block until a child process has exited, leaving it for ``Popen.poll`` to reap (a
+    forwarded signal returns early, which costs one more look)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:  # every child reaped already
+        return
+    except InterruptedError:
+        return
 
 
 def _stop(ranks: list[subprocess.Popen], grace_seconds: float) -> None:

@@ -25,7 +25,7 @@ from hookbus.engine.checkpoint_io import (
     write_output_file,
 )
 from hookbus.engine.errors import UserError
-from hookbus.engine.run_files import POINTER_NAME, is_temporary_name
+from hookbus.engine.run_files import PENDING_NAME, POINTER_NAME, is_temporary_name
 from hookbus.engine.run_lock import LOCK_NAME
 from hookbus.hooks.plot import CURVES_FILE, METRICS_FILE, PLOT_FILE
 
@@ -39,6 +39,7 @@ RUN_FILES = frozenset(
         "config.yaml",
         "log.txt",
         "evaluation.json",
+        PENDING_NAME,
         "tensorboard",
         "eval.json",
         "eval_cache",

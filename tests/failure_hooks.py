@@ -6,7 +6,9 @@ Recipes reach them with ``trainer.imports: [tests.failure_hooks]`` and, for inst
 ``[{name: request_stop, params: {rank: 1, at_iteration: N}}]`` (a preemption signal
 that reaches one rank only) or ``[{name: terminate_at, params: {at_iteration: N}}]``
 (``engine.terminate()`` from a hook) or ``[{name: poison_optimizer_state, params:
-{at_iteration: N}}]`` (an optimizer's momentum overflowing to inf).
+{at_iteration: N}}]`` (an optimizer's momentum overflowing to inf) or ``[{name:
+slow_end, params: {seconds: S}}]`` (end-of-run work that takes S seconds, before the
+report's).
 """
 
 from __future__ import annotations
@@ -116,3 +118,16 @@ class TerminateAt(Hook):
             return
         if state.train and state.iteration == self.at_iteration:
             engine.terminate()
+
+
+@register_hook("slow_end")
+class SlowEnd(Hook):
+    """End-of-run work that takes ``seconds``: ``on_end`` sleeps, before the report hooks
+    (``Priority.NORMAL``), so that a test can stop the run inside its end-of-run work."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def on_end(self, engine: Engine) -> None:
+        time.sleep(self.seconds)

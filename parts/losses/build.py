@@ -13,6 +13,7 @@ from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
 from hookbus.parts.losses.byol import ByolLoss
 from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss
+from hookbus.parts.losses.distillation import DistillationLoss
 from hookbus.parts.losses.gram import Dinov3Loss
 from hookbus.parts.losses.ijepa import IjepaLoss
 from hookbus.parts.losses.lejepa import LejepaLoss
@@ -156,6 +157,13 @@ def build_nnclr(cfg: LossConfig) -> NnclrLoss:
 def build_mae(cfg: LossConfig) -> MaeLoss:
     """:class:`MaeLoss` with ``loss.mae.norm_pix_loss`` (the mask ratio is the model's)."""
     return MaeLoss(cfg.mae.norm_pix_loss)
+
+
+@register_method_loss("distillation")
+def build_distillation(cfg: LossConfig) -> DistillationLoss:
+    """:class:`DistillationLoss` of ``loss.distillation`` (mode, temperature, dense weight)."""
+    section = cfg.distillation
+    return DistillationLoss(section.mode, section.temperature, section.dense_weight)
 
 
 @register_method_loss("ijepa")

@@ -33,8 +33,11 @@ MethodModelBuilder = Callable[[Config, nn.Module, "str | None"], nn.Module]
 BackboneBuilder = Callable[[BackboneConfig], nn.Module]
 """A backbone builder: ``(cfg.model.backbone) -> module`` with an ``out_dim``."""
 
-BACKBONE_OPTIONS = tuple(key for key in BackboneConfig.model_fields if key != "name")
-"""The keys of ``model.backbone`` that configure the backbone its ``name`` chooses."""
+BACKBONE_OPTIONS = tuple(
+    key for key in BackboneConfig.model_fields if key not in ("name", "weights")
+)
+"""The keys of ``model.backbone`` that configure the backbone its ``name`` chooses
+(``weights``, which every backbone reads, is not one of them)."""
 
 TORCHVISION_OPTIONS = ("in_channels", "image_size")
 """The options a ``tv:<name>`` or ``timm:<name>`` backbone reads."""
@@ -139,7 +142,7 @@ def check_backbone_options(cfg: Config) -> None:
     read = BACKBONES.reads(backbone.name)
     if read is None:
         return
-    for key in changed:
+    for key in [key for key in changed if key != "weights"]:
         option = key.split(".")[0]
         if option not in read:
             raise ConfigError(
@@ -292,7 +295,11 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     (``model.head``), and when configured a predictor MLP (``model.predictor``) and
     :class:`Prototypes` (``model.prototypes``). The linear-evaluation model loads its
     backbone from ``model.linear_eval.checkpoint`` when set, the fine-tuning model from
-    ``model.fine_tune.checkpoint``. Raises ``ValueError`` when the sizes of consecutive
+    ``model.fine_tune.checkpoint``. The backbone named starts from
+    ``model.backbone.weights`` when set, in every method (before any momentum copy of it
+    is made; a mismatch is a one-line :class:`~hookbus.engine.errors.CheckpointError`);
+    a ``backbone`` given is used as it is. Raises
+    ``ValueError`` when the sizes of consecutive
     parts do not match, or layer decay is asked of a backbone that is no ViT. A
     ``backbone`` given (with its ``out_dim``) replaces the one named.
     """
@@ -300,6 +307,8 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     name = model_cfg.backbone.name if backbone is None else cfg.from_python.backbone
     if backbone is None:
         backbone = BACKBONES.get(model_cfg.backbone.name)(backbone_config(cfg))
+        if model_cfg.backbone.weights is not None:
+            load_backbone_weights(backbone, model_cfg.backbone.weights, name=str(name))
     if model_cfg.linear_eval.enabled:
         if model_cfg.linear_eval.checkpoint is not None:
             load_backbone_weights(backbone, model_cfg.linear_eval.checkpoint)

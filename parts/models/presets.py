@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-TV_PREFIX = "tv:"
-"""Prefix of a backbone name that names a torchvision classification model."""
+from hookbus.engine.model_names import TIMM_PREFIX, TV_PREFIX
 
-TIMM_PREFIX = "timm:"
-"""Prefix of a backbone name that names a timm model (the ``timm`` extra)."""
+__all__ = ["RESNET_NAMES", "TIMM_PREFIX", "TV_PREFIX", "VIT_PRESETS", "ViTSizes", "vit_sizes"]
 
 RESNET_NAMES = ("resnet18", "resnet50")
 """The ResNet backbones (torchvision's ResNet trunks)."""

@@ -8,10 +8,11 @@ the final norm, a CNN's global average pool). The module is timm's own, so its
 classifier back, and ``timm.create_model(<name>, checkpoint_path=<file>)`` loads the file
 (with the run's ``in_chans`` and ``img_size`` where they are not the model's defaults).
 
-A name with a pretrained tag (``vit_small_patch16_224.augreg_in21k``) is refused: hookbus
-never downloads weights. Weights from a local file load through
-``model.fine_tune.checkpoint`` or ``model.linear_eval.checkpoint`` (a state dict keyed as
-timm's model; its classifier is dropped).
+A name with a pretrained tag (``vit_small_patch16_224.augreg_in21k``) starts from timm's
+pretrained weights of that tag, from the local cache or downloaded
+(:mod:`~hookbus.parts.models.timm_pretrained`: never a hang offline); hookbus downloads
+only then. Weights from a local file load through ``model.backbone.weights`` (a state
+dict keyed as timm's model, or a layout timm converts; its classifier is dropped).
 
 timm's Vision Transformers (``timm.models.vision_transformer.VisionTransformer``) also
 give their tokens to the methods that read them: :class:`TimmViTTokens`.
@@ -27,7 +28,10 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from hookbus.engine.errors import ConfigError
+from hookbus.engine.model_names import split_tag
 from hookbus.parts.models.presets import TIMM_PREFIX
+from hookbus.parts.models.timm_pretrained import create_pretrained
 
 TIMM_EXTRA = "pip install 'hookbus[timm]'"
 """How to install timm for the ``timm:<name>`` backbones."""
@@ -50,38 +54,57 @@ def timm_names() -> tuple[str, ...]:
     return tuple(sorted(_timm().list_models()))
 
 
+@functools.cache
+def timm_tagged_names() -> tuple[str, ...]:
+    """The names of timm's pretrained weights, ``<model>.<tag>``
+    (``timm.list_models(pretrained=True)``), sorted."""
+    return tuple(sorted(_timm().list_models(pretrained=True)))
+
+
 def check_timm_name(model: str) -> None:
-    """Raise ValueError when timm is missing (naming the extra to install), when
-    ``model`` carries a pretrained tag, or when timm has no model ``model`` (naming close
-    names)."""
+    """Raise ValueError when timm is missing (naming the extra to install), or when timm
+    has no model ``model`` or, for ``<model>.<tag>``, no pretrained weights of that tag
+    (naming close names)."""
     names = timm_names()
     if model in names:
         return
-    base, dot, tag = model.partition(".")
-    if dot and base in names:
-        raise ValueError(
-            f"{TIMM_PREFIX}{model} names timm's pretrained weights {tag!r}, which hookbus never "
-            f"downloads: use {TIMM_PREFIX}{base} (random init) and, for weights in a local "
-            "file, model.fine_tune.checkpoint or model.linear_eval.checkpoint"
-        )
+    base, tag = split_tag(model)
+    if tag and base in names:
+        tagged = timm_tagged_names()
+        if model in tagged:
+            return
+        tags = [name.partition(".")[2] for name in tagged if split_tag(name)[0] == base]
+        known = f"its tags: {', '.join(tags)}" if tags else "it has none"
+        raise ValueError(f"timm has no pretrained weights {tag!r} for {base} ({known})")
     close = difflib.get_close_matches(model, names, n=5, cutoff=0.6)
     hint = f"close names: {', '.join(TIMM_PREFIX + n for n in close)}" if close else "none close"
     raise ValueError(f"unknown timm model {model!r} ({hint}; all: timm.list_models())")
 
 
-def _create(model: str, *, in_channels: int, image_size: int | None, **kwargs: object) -> nn.Module:
+def _create(
+    model: str,
+    *,
+    in_channels: int,
+    image_size: int | None,
+    pretrained: bool = False,
+    **kwargs: object,
+) -> nn.Module:
     # img_size sizes the position embedding of ViT-like models; the models that take
     # images of any size (CNNs) do not accept it.
     timm = _timm()
+
+    def create(**options: object) -> nn.Module:
+        if pretrained:
+            return create_pretrained(timm, model, in_chans=in_channels, **options, **kwargs)
+        return timm.create_model(model, pretrained=False, in_chans=in_channels, **options, **kwargs)
+
     if image_size is not None:
         try:
-            return timm.create_model(
-                model, pretrained=False, in_chans=in_channels, img_size=image_size, **kwargs
-            )
+            return create(img_size=image_size)
         except TypeError as exc:
             if "img_size" not in str(exc):
                 raise
-    return timm.create_model(model, pretrained=False, in_chans=in_channels, **kwargs)
+    return create()
 
 
 def classifier_prefix(net: nn.Module) -> str:
@@ -101,7 +124,9 @@ def build_timm_model(
 ) -> nn.Module:
     """timm's model ``model`` as a backbone with an ``out_dim``.
 
-    Random init, no classifier (``num_classes=0``); ``in_channels`` is timm's
+    Random init, or timm's pretrained weights for a name with a tag (adapted by timm
+    to ``in_channels`` and ``image_size``), no classifier (``num_classes=0``);
+    ``in_channels`` is timm's
     ``in_chans``, and ``image_size`` its ``img_size`` for the models that take one (the
     ViTs' position embedding). ``out_dim`` is checked by a forward of one blank image of
     ``image_size`` (224 when None). Loading a state dict drops the classifier's keys, so
@@ -113,7 +138,15 @@ def build_timm_model(
     where = f"{TIMM_PREFIX}{model}"
     side = image_size or 224
     try:
-        net = _create(model, in_channels=in_channels, image_size=image_size, num_classes=0)
+        net = _create(
+            model,
+            in_channels=in_channels,
+            image_size=image_size,
+            pretrained=bool(split_tag(model)[1]),
+            num_classes=0,
+        )
+    except ConfigError:
+        raise
     except (RuntimeError, ValueError, AssertionError, TypeError) as exc:
         raise ValueError(f"{where}: timm cannot build it: {str(exc).splitlines()[0]}") from None
     net.register_load_state_dict_pre_hook(

@@ -41,17 +41,21 @@ class FakeRank:
         self.terminated = True
 
 
+def _no_wait() -> None:
+    """The fake ranks are no child processes: nothing to wait for between looks."""
+
+
 def test_supervisor_returns_0_when_every_rank_succeeds() -> None:
-    assert _supervise([FakeRank(0), FakeRank(0, polls=2)], grace_seconds=1) == 0
+    assert _supervise([FakeRank(0), FakeRank(0, polls=2)], grace_seconds=1, wait=_no_wait) == 0
 
 
 def test_supervisor_reports_a_signal_as_a_shell_does() -> None:
-    assert _supervise([FakeRank(-9)], grace_seconds=1) == 137
+    assert _supervise([FakeRank(-9)], grace_seconds=1, wait=_no_wait) == 137
 
 
 def test_supervisor_stops_the_others_when_a_rank_fails() -> None:
     waiting = FakeRank(None)
-    assert _supervise([waiting, FakeRank(3, polls=1)], grace_seconds=1) == 3
+    assert _supervise([waiting, FakeRank(3, polls=1)], grace_seconds=1, wait=_no_wait) == 3
     assert waiting.terminated
 
 
@@ -88,7 +92,7 @@ def test_two_ranks_train_and_resume_as_if_never_stopped(tmp_path: Path) -> None:
     first = _train(recipe, run)
     assert first.wait(timeout=180) == 0, first.stdout.read()
     assert newest_valid_checkpoint(run)[1]["iteration"] == 1  # 24 images, 2 ranks, batch 8
-    second = _train(recipe, run, "optimizer.num_epochs=3")
+    second = _train(recipe, run, "optimizer.num_epochs=3", "checkpoint.change_finished=true")
     assert second.wait(timeout=180) == 0, second.stdout.read()
     _, checkpoint = newest_valid_checkpoint(run)
     assert checkpoint["iteration"] == 3

@@ -80,6 +80,7 @@ FAKE_SRUN = """#!/bin/bash
 # srun on one node: SLURM_NTASKS copies of the command, as srun starts its tasks.
 while [[ "$1" == -* ]]; do shift; done
 pids=()
+export SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=$SLURM_NTASKS SLURM_STEP_NODELIST=$SLURM_JOB_NODELIST
 for ((task = 0; task < SLURM_NTASKS; task++)); do
   SLURM_PROCID=$task SLURM_LOCALID=$task SLURM_NODEID=0 "$@" &
   pids+=($!)
@@ -93,8 +94,7 @@ exit "$status"
 """
 
 FAKE_SCONTROL = """#!/bin/bash
-# scontrol's two uses in the script: the job's first host, and the requeue (recorded).
-if [ "$1 $2" = "show hostnames" ]; then echo 127.0.0.1; fi
+# scontrol's use in the script: the requeue (recorded).
 if [ "$1" = requeue ]; then echo "$2" >> "$REQUEUED"; fi
 """
 
@@ -133,7 +133,7 @@ def _run_as_slurm_job(script: Path, tmp_path: Path) -> subprocess.CompletedProce
         "PYTHONPATH": str(ROOT),
         "OMP_NUM_THREADS": "1",
         "SLURM_JOB_ID": "4242",
-        "SLURM_JOB_NODELIST": "node[01]",
+        "SLURM_JOB_NODELIST": "127.0.0.1",
         "SLURM_NTASKS": "2",
         "SLURM_NTASKS_PER_NODE": "2",
         "REQUEUED": str(tmp_path / "requeued"),

@@ -67,7 +67,7 @@ def test_no_variables_is_one_process() -> None:
 def test_torchruns_variables_are_read() -> None:
     environ = {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
     assert launch_environment({**environ, **MEET}) == LaunchEnvironment(
-        4, 3, 1, "127.0.0.1", 29500, launched=True
+        4, 3, 1, "127.0.0.1", 29500, launched=True, local_world_size=2, source="torchrun"
     )
 
 

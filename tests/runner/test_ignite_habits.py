@@ -22,6 +22,8 @@ from ignite.handlers import (
     DiskSaver,
     FastaiLRFinder,
     HandlersTimeProfiler,
+    ModelCheckpoint,
+    global_step_from_engine,
 )
 from ignite.metrics import Average, Metric, MetricUsage, RunningAverage
 
@@ -29,6 +31,7 @@ from hookbus import FakeEngine, Hook, Priority, SSLEvents, SSLTrainer, prepare_e
 from hookbus.engine.checkpoint_io import list_checkpoints
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.metric_names import RECORD_KEYS, taken_metric_names
+from hookbus.engine.phases import Phase
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.log import LogHook
 from hookbus.hooks.meter_sync import MeterSyncHook
@@ -60,7 +63,11 @@ class Recorder(Hook):
 
 
 def trainer(run_dir: Path, *extra: Hook, epochs: int = 2) -> SSLTrainer:
-    cfg = tiny_config(run_dir, optimizer={"num_epochs": epochs, "warmup_epochs": 0})
+    cfg = tiny_config(
+        run_dir,
+        optimizer={"num_epochs": epochs, "warmup_epochs": 0},
+        checkpoint={"change_finished": True},  # a run of more epochs goes on from a shorter one
+    )
     hooks = [MeterSyncHook(), MetricsJsonHook(), CheckpointHook(run_dir), *extra]
     return SSLTrainer(cfg, hooks=hooks)
 
@@ -510,3 +517,81 @@ def test_a_sweep_that_fails_puts_the_hooks_back(tmp_path: Path) -> None:
         run.train()
     names = run.hook_plan()["on_phase_end"]
     assert "checkpoint" in names and "metrics_json" in names
+
+
+# set_data, a test phase's global step, and ignite's events on the FakeEngine -----------
+
+
+def test_set_data_is_refused_when_called_and_the_phase_keeps_its_data(tmp_path: Path) -> None:
+    recorder = Recorder()
+    run = trainer(tmp_path / "run", recorder)
+    other = [torch.zeros(8, 1, 8, 8)] * 6
+    refusals: list[str] = []
+
+    def switch(engine: Engine) -> None:
+        try:
+            engine.set_data(other)
+        except RuntimeError as exc:
+            refusals.append(str(exc))
+
+    run.engine.add_event_handler(Events.ITERATION_COMPLETED(once=1), switch)
+    state = run.train()
+    assert len(refusals) == 1
+    assert refusals[0].startswith("engine.set_data() is not supported by hookbus")
+    assert "SSLTrainer(train_data=..., test_data=...)" in refusals[0]
+    assert state.iteration == 6
+    assert len(recorder.batches) == 8  # 6 train and 2 test steps, each on the run's data
+    assert all(batch is not other[0] for batch in recorder.batches)
+    assert state.dataloader is not other
+
+
+def test_model_checkpoint_on_test_phases_names_files_by_epoch(tmp_path: Path) -> None:
+    run = trainer(tmp_path / "run", epochs=3)
+    state = run.setup()
+    saver = ModelCheckpoint(
+        tmp_path / "models",
+        "ssl",
+        n_saved=2,
+        global_step_transform=global_step_from_engine(run.engine),
+    )
+    test_phases = SSLEvents.ON_PHASE_END(event_filter=lambda engine, _: not engine.state.train)
+    run.engine.add_event_handler(test_phases, saver, {"model": state.base_model})
+    every_second_phase: list[int] = []
+    run.engine.add_event_handler(
+        SSLEvents.ON_PHASE_END(every=2),
+        lambda engine: every_second_phase.append(engine.state.phase_idx),
+    )
+    run.train()
+    assert sorted(path.name for path in (tmp_path / "models").iterdir()) == [
+        "ssl_model_2.pt",
+        "ssl_model_3.pt",
+    ]
+    assert every_second_phase == [1, 3, 5]  # filters still count phases
+
+
+def test_an_ignite_metric_computes_on_the_fake_engines_steps() -> None:
+    engine = FakeEngine(phases=[Phase("train", True, 3), Phase("test", False, 1)])
+    Average(output_transform=lambda loss: loss).attach(engine, "mean_output")
+    seen: list[str] = []
+    for event in (Events.EPOCH_STARTED, Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED):
+        engine.add_event_handler(event, lambda _, name=event.name: seen.append(name))
+    for event in (Events.ITERATION_STARTED, Events.ITERATION_COMPLETED, Events.EPOCH_COMPLETED):
+        engine.add_event_handler(event, lambda _, name=event.name: seen.append(name))
+    engine.begin_phase(0)
+    for value in (1.0, 2.0, 6.0):
+        engine.step(loss=torch.tensor(value), batch=value)
+    assert engine.state.batch == 6.0
+    engine.end_phase()
+    assert engine.state.metrics["mean_output"] == pytest.approx(3.0)
+    assert engine.state.history[0]["mean_output"] == pytest.approx(3.0)
+    assert engine.state.epoch == 1
+    assert seen == [
+        "EPOCH_STARTED",
+        *["GET_BATCH_STARTED", "GET_BATCH_COMPLETED", "ITERATION_STARTED", "ITERATION_COMPLETED"]
+        * 3,
+        "EPOCH_COMPLETED",
+    ]
+    engine.begin_phase(1)
+    engine.step(loss=torch.tensor(9.0))
+    engine.end_phase()
+    assert len(seen) == 14  # a test phase fires no ignite event, as in the trainer

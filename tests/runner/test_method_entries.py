@@ -85,7 +85,7 @@ def test_the_prose_check_still_sees_code() -> None:
     assert "A method entry" not in code_without_prose(path)
 
 
-def test_hookbus_ships_sixteen_methods_in_the_docs_order() -> None:
+def test_hookbus_ships_seventeen_methods_in_the_docs_order() -> None:
     assert ENTRIES == [
         "nt_xent",
         "moco",
@@ -103,6 +103,7 @@ def test_hookbus_ships_sixteen_methods_in_the_docs_order() -> None:
         "mae",
         "ijepa",
         "lejepa",
+        "distillation",
     ]
     assert default_method().name == "nt_xent" == Config().loss.name
 

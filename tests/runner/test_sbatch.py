@@ -42,17 +42,33 @@ def test_the_script_asks_for_the_nodes_tasks_gpus_time_signal_and_requeue(
     ]
 
 
-def test_each_task_gets_torchruns_variables_from_slurms_and_trains_the_recipe(
+def test_srun_starts_the_recipe_and_each_task_reads_slurms_variables(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     _, script = _sbatch(capsys, "simclr_digits", "checkpoint.dir=/shared/runs/a b", port="29633")
-    assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
-    assert "export MASTER_ADDR MASTER_PORT=29633" in script
-    assert (
-        "srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
-        "LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE exec hookbus train simclr_digits "
-        "'\"'\"'checkpoint.dir=/shared/runs/a b'\"'\"''\n"
-    ) in script
+    assert "export MASTER_PORT=29633\n" in script
+    assert "\nsrun hookbus train simclr_digits 'checkpoint.dir=/shared/runs/a b'\n" in script
+    assert "scontrol show" not in script  # hookbus reads the node list itself
+
+
+def test_without_a_port_the_tasks_meet_at_one_made_from_the_job_id(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, script = _sbatch(capsys, "simclr_digits")
+    assert "MASTER_PORT" not in script
+    assert "# The tasks meet on the first node, at a port made from the job's id." in script
+
+
+def test_a_cpu_only_script_asks_for_no_gpus_and_the_tasks_per_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, script = _sbatch(capsys, "simclr_digits", gpus_per_node="0", tasks_per_node="4")
+    assert status == 0
+    sbatch = [line for line in script.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --ntasks-per-node=4" in sbatch
+    assert not [line for line in sbatch if "gpu" in line]
+    status, script = _sbatch(capsys, "simclr_digits", gpus_per_node="0")
+    assert "#SBATCH --ntasks-per-node=1" in script.splitlines()
 
 
 def test_a_preempted_run_requeues_the_job_and_any_other_status_ends_it(
@@ -87,7 +103,10 @@ def test_a_bad_override_is_refused_before_anything_is_printed(
     ("options", "message"),
     [
         ({"nodes": "0"}, "--nodes 0: a job needs at least one node"),
-        ({"gpus_per_node": "0"}, "--gpus-per-node 0: the script starts one task per GPU"),
+        ({"gpus_per_node": "-1"}, "--gpus-per-node -1: give 0 for CPU nodes"),
+        ({"gpus_per_node": "0", "tasks_per_node": "0"}, "--tasks-per-node 0: a node needs"),
+        ({"tasks_per_node": "4"}, "--tasks-per-node 4 with --gpus-per-node 8: a task trains"),
+        ({"time": "24:00:00\n"}, "--time '24:00:00\\n' is not a SLURM time limit"),
         ({"time": "90"}, "--time '90' is not a SLURM time limit HH:MM:SS or DAYS-HH:MM:SS"),
         ({"time": "00:01:00"}, "--signal-seconds 120 must be above 0 and below the time limit"),
         ({"port": "70000"}, "--port 70000 is not a TCP port (1-65535)"),

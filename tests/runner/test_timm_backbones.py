@@ -87,15 +87,6 @@ def test_a_typo_is_a_one_line_config_error_naming_close_names(name: str, expecte
     assert expected in BACKBONES and name not in BACKBONES
 
 
-def test_a_pretrained_tag_is_refused_since_nothing_is_downloaded() -> None:
-    message = config_error({"model": {"backbone": {"name": f"timm:{VIT}.augreg_in21k"}}})
-    assert message == (
-        f"model.backbone.name: timm:{VIT}.augreg_in21k names timm's pretrained weights "
-        f"'augreg_in21k', which hookbus never downloads: use timm:{VIT} (random init) and, "
-        "for weights in a local file, model.fine_tune.checkpoint or model.linear_eval.checkpoint"
-    )
-
-
 def test_without_timm_the_config_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "timm", None)  # import timm raises ImportError
     timm_names.cache_clear()
