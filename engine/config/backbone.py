@@ -42,12 +42,12 @@ class ViTConfig(Section):
         "learned",
         description="the encoder's position embedding: learned (torchvision's), sincos, "
         "the fixed 2-D sine-cosine table (frozen; kept under "
-        "torchvision's key; the width a multiple of 4), or rope, DINOv3's rotary embedding "
+        "torchvision's key; the width a multiple of 4), or rope, a rotary embedding "
         "of the patch tokens' queries and keys (a head width divisible by 4; no "
-        "torchvision export; not for MAE or I-JEPA, which encode parts of the grid)",
+        "torchvision export; only for whole grids, not for methods that encode part of it)",
     )
     rope_base: float = Field(
-        100.0, gt=1, le=1e6, description="rope: the base of the periods (DINOv3's 100)"
+        100.0, gt=1, le=1e6, description="rope: the base of the periods (the authors' 100)"
     )
     rope_jitter: float | None = Field(
         None,
@@ -74,7 +74,7 @@ class ViTConfig(Section):
     )
     class_token: bool = Field(
         True,
-        description="a class token (torchvision's); false: none, as I-JEPA's ViT: the "
+        description="a class token (torchvision's); false: none, as some ViTs have: the "
         "features are the mean patch token, and no torchvision export",
     )
     drop_path: float = Field(

@@ -91,8 +91,8 @@ class HeadConfig(Section):
     )
     activation: Literal["relu", "gelu"] = Field(
         "relu",
-        description="after each hidden layer: relu, or gelu (the heads of DINO, iBOT, "
-        "DINOv2 and DINOv3 in their authors' code)",
+        description="after each hidden layer: relu, or gelu (the self-distillation heads of "
+        "their authors' code)",
     )
 
     @model_validator(mode="after")
