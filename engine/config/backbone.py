@@ -1,6 +1,6 @@
 """The ``model.backbone`` section: the backbone by name, its weights and its options.
 
-It imports no method entry, so that a method's own section (distillation's teacher) can
+It imports no method entry, so that a method's own section (a frozen teacher's backbone) can
 build on it.
 """
 
@@ -174,8 +174,8 @@ class BackboneConfig(Section):
         None,
         description="a file of backbone weights to start from, in every method (the student "
         "and every momentum copy of it): safetensors, a .pth/.pt state dict (read as data, "
-        "never code), a hookbus checkpoint or export, or an official DINOv2/DINOv3 file for "
-        "timm's matching model; keys and shapes must fit the backbone",
+        "never code), a hookbus checkpoint or export, or a self-supervised ViT's file as its "
+        "authors publish it, for timm's matching model; keys and shapes must fit the backbone",
     )
     width: int = Field(32, ge=1, le=4096, description="channels of the first layer (small_cnn)")
     in_channels: int = Field(1, ge=1, le=64, description="image channels")
