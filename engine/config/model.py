@@ -91,8 +91,8 @@ class HeadConfig(Section):
     )
     activation: Literal["relu", "gelu"] = Field(
         "relu",
-        description="after each hidden layer: relu, or gelu (the self-distillation heads of "
-        "their authors' code)",
+        description="after each hidden layer: relu, or gelu (the heads of several "
+        "teacher-student methods in their authors' code)",
     )
 
     @model_validator(mode="after")
