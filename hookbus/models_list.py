@@ -13,9 +13,6 @@ from __future__ import annotations
 import fnmatch
 
 from hookbus.engine.model_names import TIMM_PREFIX, TV_PREFIX
-from hookbus.parts.models import BACKBONES
-from hookbus.parts.models.timm_any import timm_names, timm_tagged_names
-from hookbus.parts.models.torchvision_any import torchvision_names
 
 
 def _matching(names: list[str] | tuple[str, ...], pattern: str | None) -> list[str]:
@@ -30,6 +27,8 @@ def _summary(doc: str | None) -> str:
 
 def own_backbones(pattern: str | None = None) -> list[tuple[str, str]]:
     """hookbus's registered backbones matching ``pattern``, each with what it is."""
+    from hookbus.parts.models import BACKBONES
+
     return [
         (name, _summary(BACKBONES.get(name).__doc__))
         for name in _matching(BACKBONES.names(), pattern)
@@ -38,6 +37,9 @@ def own_backbones(pattern: str | None = None) -> list[tuple[str, str]]:
 
 def model_lines(pattern: str | None = None, *, pretrained: bool = False) -> list[str]:
     """The lines ``hookbus models`` prints: a heading per source, then its names."""
+    from hookbus.parts.models.timm_any import timm_names, timm_tagged_names
+    from hookbus.parts.models.torchvision_any import torchvision_names
+
     lines = []
     if not pretrained:
         own = own_backbones(pattern)

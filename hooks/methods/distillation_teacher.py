@@ -17,11 +17,12 @@ from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.methods.ring_buffer import RingBuffer
 from hookbus.hooks.registry import register_hook
-from hookbus.parts.models.weights_file import file_sha256
 
 
 @functools.cache
 def _digest(path: str, size: int, mtime_ns: int) -> str:
+    from hookbus.parts.models.weights_file import file_sha256
+
     return file_sha256(Path(path))
 
 

@@ -20,8 +20,6 @@ from torch import Tensor, nn
 
 from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointError
-from hookbus.parts.models.build import BACKBONES
-from hookbus.parts.models.pretrained import load_backbone_weights
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.vit import ViTBackbone
 
@@ -193,6 +191,9 @@ def _linear(in_features: int, out_features: int) -> nn.Linear:
 def build_teacher(cfg: Config) -> FrozenTeacher:
     """The teacher of ``loss.distillation.teacher``, its weights loaded (a mismatch is a
     one-line CheckpointError), in eval mode without gradients."""
+    from hookbus.parts.models.build import BACKBONES
+    from hookbus.parts.models.pretrained import load_backbone_weights
+
     section = cfg.loss.distillation.teacher
     backbone_cfg = section.backbone(cfg.data.image_size)
     try:

@@ -21,7 +21,6 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 from urllib.request import Request, urlopen
 
-import torch.hub
 from torch import nn
 
 from hookbus.engine.errors import ConfigError
@@ -55,6 +54,8 @@ def cached_file(pretrained_cfg: Any) -> Path | None:
                 return Path(found)
         return None
     if pretrained_cfg.url:
+        import torch.hub
+
         name = Path(urlparse(pretrained_cfg.url).path).name
         path = Path(torch.hub.get_dir()) / "checkpoints" / name
         return path if path.is_file() else None

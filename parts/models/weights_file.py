@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 from torch import Tensor
 
 from hookbus.engine.bounded_files import check_regular, open_regular
@@ -50,6 +48,9 @@ def is_safetensors(path: Path) -> bool:
 
 
 def _load_safetensors(path: Path) -> dict[str, Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
     try:
         return load_file(str(path), device="cpu")
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:

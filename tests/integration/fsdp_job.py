@@ -114,6 +114,26 @@ DISTILLATION = (
 """The distillation recipe's student shrunk to the tiny images, both losses, a queue of 24
 teacher embeddings (16 a step on two ranks: it wraps around); the teacher's weights file
 comes with the run's overrides."""
+DINOV3 = (
+    *MASKED,
+    "model.backbone.vit.position_embedding=rope",
+    "model.backbone.vit.rope_jitter=1.5",
+    "model.backbone.vit.registers=1",
+    "loss.dinov3.gram_start=1",
+    "loss.dinov3.gram_update_every=2",
+    "loss.dinov3.gram_first_update=2",
+    "loss.dinov3.gram_max_updates=2",
+)
+"""DINOv3's recipe on :data:`MASKED`'s ViT with RoPE (jittered) and a register, its Gram
+teacher taken at step 1 and refreshed after steps 1 and 3."""
+LEJEPA = (
+    *RUNS,
+    *SMALL_VIT,
+    "data.small_views.size=6",
+    "model.head.dims=[backbone,16,8]",
+    "loss.lejepa.slices=16",
+)
+"""LeJEPA's recipe on :data:`SMALL_VIT`, a projector 8-16-8, 16 directions."""
 RECIPES = {
     "byol_digits": SMALL,
     "distillation_digits": DISTILLATION,
@@ -124,6 +144,8 @@ RECIPES = {
     "ibot_digits": MASKED,
     "mae_digits_vit_tiny": MAE,
     "ijepa_digits_vit_tiny": IJEPA,
+    "dinov3_digits_vit_tiny": DINOV3,
+    "lejepa_digits_vit_tiny": LEJEPA,
 }
 """The overrides of each recipe the runs train."""
 
