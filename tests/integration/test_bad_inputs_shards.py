@@ -498,3 +498,29 @@ def test_shard_onto_an_output_that_is_no_empty_folder_is_refused(
     assert main(["shard", str(photos / "train"), str(out)]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and named in err, err
+
+
+WITHOUT_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+"""As root: without the capabilities to read any file and enter any folder."""
+
+
+@pytest.mark.slow
+def test_an_unreadable_shard_is_one_line_before_the_first_step(
+    shards: Path, tmp_path: Path
+) -> None:
+    """In a ``hookbus train`` process for which permissions hold (root's override
+    dropped with setpriv): a real mode 000 shard."""
+    folder = Path(shutil.copytree(shards, tmp_path / "set"))
+    shard = _first(folder)
+    shard.chmod(0)
+    prefix = WITHOUT_OVERRIDE if os.geteuid() == 0 else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "hookbus", *_train(folder, tmp_path / "run"), "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"hookbus train: error: cannot read shard {shard}: Permission denied\n"
