@@ -68,9 +68,11 @@ def test_a_masking_method_refuses_a_cnn_in_one_line(method: str) -> None:
 
 def test_ijepa_takes_a_timm_vit_and_mae_does_not() -> None:
     timm = "timm:vit_tiny_patch16_224"
-    assert compose("ijepa", timm, "digits", laptop=True).config.loss.name == "ijepa"
-    spelled = compose("ijepa", "timm/vit_tiny_patch16_224", "digits", laptop=True)
+    spelled = compose("ijepa", "timm/vit_tiny_patch16_224", overrides=["data.image_size=64"])
     assert spelled.config.model.backbone.name == timm
+    assert spelled.config.loss.ijepa.target_blocks == 2  # 4 x 4 patches
+    with pytest.raises(ConfigError, match=r"16 pixels make 1 patches .*data.image_size=64\)$"):
+        compose("ijepa", timm, "digits", laptop=True)
     with pytest.raises(ConfigError, match="hookbus's ViTs, and model timm:vit_tiny"):
         compose("mae", timm, "digits", laptop=True)
 
