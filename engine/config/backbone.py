@@ -1,6 +1,6 @@
 """The ``model.backbone`` section: the backbone by name, its weights and its options.
 
-It imports no method entry, so that a method's own section (a teacher's) can
+It imports no method entry, so that a method's own section (distillation's teacher) can
 build on it.
 """
 
@@ -137,7 +137,7 @@ class BackboneConfig(Section):
         None,
         description="a file of backbone weights to start from, in every method (the student "
         "and every momentum copy of it): safetensors, a .pth/.pt state dict (read as data, "
-        "never code), a hookbus checkpoint or export, or an official Meta ViT release's file for "
+        "never code), a hookbus checkpoint or export, or an official DINOv2/DINOv3 file for "
         "timm's matching model; keys and shapes must fit the backbone",
     )
     width: int = Field(32, ge=1, le=4096, description="channels of the first layer (small_cnn)")

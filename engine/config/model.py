@@ -138,7 +138,7 @@ class PredictorConfig(Section):
 
 class PrototypesConfig(Section):
     """A linear layer without bias on the L2-normalised embeddings: the scores that a
-    clustering or teacher-student loss reads."""
+    clustering or self-distillation loss reads."""
 
     count: int = Field(0, ge=0, le=10**6, description="prototypes (output scores); 0: none")
     weight_norm: bool = Field(
