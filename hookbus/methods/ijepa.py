@@ -40,6 +40,12 @@ class IjepaConfig(MomentumSchedule):
     min_context_patches: int = Field(
         10, ge=1, le=1_000_000, description="fewest patches a context keeps outside the targets"
     )
+    block_placement: Literal["anywhere", "authors"] = Field(
+        "anywhere",
+        description="where a block may lie: anywhere it fits, or authors (the authors' "
+        "code: a top-left corner drawn from [0, H - h), so no block touches the last row "
+        "or column of the patch grid; set in both I-JEPA recipes)",
+    )
 
     @model_validator(mode="after")
     def _ranges_rise(self) -> IjepaConfig:
