@@ -226,8 +226,11 @@ def test_rank_0_alone_gets_the_listening_socket_the_ranks_meet_on(
     started: list[tuple[dict[str, str], tuple[int, ...]]] = []
 
     class Started(FakeRank):
-        def __init__(self, command: list[str], env: dict[str, str], pass_fds: tuple) -> None:
+        def __init__(
+            self, command: list[str], env: dict[str, str], pass_fds: tuple, **options: bool
+        ) -> None:
             super().__init__(0)
+            assert options == {"start_new_session": True}  # as torchrun starts its workers
             listening = socket.socket(fileno=os.dup(int(env[launcher.STORE_FD_VARIABLE])))
             with listening:
                 bound = listening.getsockname()
