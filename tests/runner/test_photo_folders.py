@@ -17,9 +17,12 @@ from PIL import Image
 
 from hookbus import DATASETS, DataError
 from hookbus.cli import main
+from hookbus.embed_data import ImageFiles
+from hookbus.engine.config import TorchvisionAugmentConfig
 from hookbus.engine.config_io import validate_config
 from hookbus.hooks.unreadable_images import UNREADABLE_FILE
 from hookbus.parts.data import build_data_loaders
+from hookbus.parts.data.transforms import clean_transform
 from hookbus.parts.data.unreadable import UNREADABLE_KEY
 from tests.photos import photograph
 
@@ -230,3 +233,25 @@ def test_a_run_stops_in_one_line_past_the_bound(
         f"cannot read image {bad}: image file is truncated"
     )
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_training_evaluation_and_embed_see_a_sideways_photo_upright(
+    tmp_path: Path, pipeline: str
+) -> None:
+    """A phone's portrait photo stored sideways with EXIF orientation 6 gives the same
+    clean image as the upright photo: in the test and memory batches that the kNN meter
+    and ``hookbus eval`` encode, and in ``hookbus embed``'s reader."""
+    upright = photo("china", (36, 48))
+    upright.save(tmp_path / "a_upright.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # turn 90 degrees clockwise to show
+    upright.transpose(Image.Transpose.ROTATE_90).save(tmp_path / "b_sideways.png", exif=exif)
+    loaders = build_data_loaders(validate_config({"data": folder_data(tmp_path, pipeline)}))
+    for split in ("test", "memory"):
+        [batch] = list(loaders[split])
+        assert torch.equal(batch["image"][0], batch["image"][1]), split
+    files = [tmp_path / "a_upright.png", tmp_path / "b_sideways.png"]
+    embedded = ImageFiles(files, clean_transform(TorchvisionAugmentConfig(), 16), 16)
+    (_, first), (_, second) = embedded[0], embedded[1]
+    assert isinstance(first, torch.Tensor) and torch.equal(first, second)
