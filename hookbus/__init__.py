@@ -6,7 +6,7 @@ The public API, importable from here::
     from hookbus import FakeEngine, RunEngine, RunState, register_hook, register_train_step
     from hookbus import embed_images, save_embeddings
     from hookbus import evaluate, write_report
-    from hookbus import train, compose, TrainedRun, Composed
+    from hookbus import train, TrainedRun, Composed   # and hookbus.compose.compose
 
 The package is laid out in floors, each importing only from those below it (see
 docs/concepts.md): ``hookbus.engine`` (the kernel: events, bus, hooks' base, run state,
@@ -24,7 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hookbus.compose import Composed, compose
+    from hookbus.compose import Composed
     from hookbus.embed import Embeddings, embed_images, save_embeddings
     from hookbus.engine.bus import prepare_engine
     from hookbus.engine.config import Config
@@ -72,7 +72,6 @@ _PUBLIC: dict[str, str] = {
     "TrainedRun": "hookbus.train_call",
     "TRAIN_STEPS": "hookbus.steps.registry",
     "UserError": "hookbus.engine.errors",
-    "compose": "hookbus.compose",
     "default_hooks": "hookbus.hooks.defaults",
     "embed_images": "hookbus.embed",
     "evaluate": "hookbus.eval",
@@ -111,7 +110,6 @@ __all__ = [
     "SSLTrainer",
     "TrainedRun",
     "UserError",
-    "compose",
     "default_hooks",
     "embed_images",
     "evaluate",

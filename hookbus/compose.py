@@ -20,7 +20,8 @@ end-of-run evaluation are off, and a line says so (:attr:`Composed.notes`): eval
 encoder with ``hookbus eval RUN LABELLED_FOLDER``. The recipes in ``configs/`` keep the
 papers' settings; a composed config is a recipe too (``--show`` prints it).
 
-This module imports no torch until a config is composed (``hookbus --help`` stays fast).
+The command line imports this module only when a command composes or reads a config
+(it loads torch and the backbone registry), never for ``--help``.
 """
 
 from __future__ import annotations
@@ -34,14 +35,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from hookbus.engine.composition import Setting, clamp, merge, power_of_two_below
 from hookbus.engine.config import Config
 from hookbus.engine.config_io import apply_override, load_config, read_yaml, validate_config
 from hookbus.engine.errors import ConfigError, DataError
+from hookbus.engine.folder_walk import walk_folder
 from hookbus.engine.methods import MethodSpec, load_methods, methods_in_order
 from hookbus.engine.model_names import canonical_backbone_name
+from hookbus.engine.registry import UnknownNameError
+from hookbus.parts.data.image_folder import IMAGE_EXTENSIONS
+from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.presets import TIMM_PREFIX, TV_PREFIX, VIT_PRESETS
 
 SHORT_KEYS = ("method", "model", "data", "out", "overrides")
@@ -197,9 +203,6 @@ def _asked(overrides: Sequence[str]) -> dict[str, Any]:
 def check_backbone_name(model: str) -> None:
     """ConfigError naming close names when no backbone is called ``model`` (hookbus's,
     ``tv:NAME``, ``timm:NAME``; ``hookbus models`` lists them)."""
-    from hookbus.engine.registry import UnknownNameError
-    from hookbus.parts.models import BACKBONES
-
     try:
         BACKBONES.get(model)
     except UnknownNameError as exc:
@@ -207,17 +210,12 @@ def check_backbone_name(model: str) -> None:
 
 
 def _has_cuda() -> bool:
-    import torch
-
     return bool(torch.cuda.is_available())
 
 
 def count_images(folder: Path) -> int:
     """The image files under ``folder`` (recursively, as the image folder data set reads
     them); DataError naming a folder that is missing or holds none."""
-    from hookbus.engine.folder_walk import walk_folder
-    from hookbus.parts.data.image_folder import IMAGE_EXTENSIONS
-
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "no such folder"
         raise DataError(f"--data {folder}: {what} (give a folder of images, or digits)")

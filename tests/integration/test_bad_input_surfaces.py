@@ -215,7 +215,7 @@ SURFACES: dict[str, dict[str, Row]] = {
     "hookbus export: its output": {
         "read-only destination": f"{EXPORT}::test_a_read_only_folder_is_one_line_exit_1",
         "full disk": f"{EXPORT}::test_a_full_disk_is_one_line_exit_1_and_leaves_nothing",
-        "kill mid-write, then a rerun": f"{EXPORT}::test_an_existing_export_is_replaced",
+        "kill mid-write, then a rerun": Gap("a SIGKILL while export writes its file"),
         "the destination is an input": f"{EXPORT}::"
         "test_the_checkpoint_itself_is_refused_and_stays_intact",
     },
@@ -357,7 +357,7 @@ SURFACES: dict[str, dict[str, Row]] = {
 }
 """Every input surface and its rows (see the module's docstring)."""
 
-GAP_COUNT = 39
+GAP_COUNT = 40
 """How many rows are gaps today: a change that adds a surface with holes, or closes one,
 updates it, in review."""
 

@@ -38,6 +38,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "the command line loads the commands module (torch, ignite, the trainer: about 5 s) only "
         "when a command runs in this process, never for --help or the local launcher's parent"
     ),
+    ("hookbus.cli", "hookbus.compose"): (
+        "the composition of a run loads torch and the backbone registry (seconds), which "
+        "--help, a bad argument and the commands that read no config never need"
+    ),
     ("hookbus.commands", "hookbus.embed"): (
         "hookbus embed's module imports torchvision's transforms (about a second), which "
         "the other commands of a run on tensors never need"
