@@ -6,13 +6,13 @@ import io
 import struct
 import warnings
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import torch
 from PIL import Image, UnidentifiedImageError
 from torch import Tensor
-from torchvision.io import ImageReadMode
 
 from hookbus.engine.bounded_files import MAX_IMAGE_BYTES, read_bounded
 from hookbus.engine.errors import DataError
@@ -87,17 +87,20 @@ def jpeg_orientation(data: bytes) -> int:
     return 1
 
 
-def _libjpeg_decoder() -> Any:
+@cache
+def libjpeg_decoder() -> tuple[Any, int] | None:
     """torchvision's libjpeg-turbo JPEG decoder op, ``(data, mode, exif) -> [C, H, W]``,
-    or None where this torchvision has none. (The op itself: its public wrapper
-    ``torchvision.io.decode_jpeg`` adds only a deprecation warning at every call.)"""
+    and its mode of RGB output; None where this torchvision has none. (The op itself:
+    its public wrapper ``torchvision.io.decode_jpeg`` adds only a deprecation warning at
+    every call.) Loaded at the first JPEG file decoded at full size: torchvision takes
+    about a second to import, which a run on tensors never needs."""
+    from torchvision.io import ImageReadMode  # registers torchvision's image ops
+
     try:
-        return torch.ops.image.decode_jpeg
+        return torch.ops.image.decode_jpeg, ImageReadMode.RGB.value
     except (AttributeError, RuntimeError):
         return None
 
-
-_DECODE_JPEG = _libjpeg_decoder()
 
 ImageSource = str | Path | bytes | Tensor
 """What a data set item's image may be: an image file, its bytes (a shard's sample) or a
@@ -212,12 +215,14 @@ class SourceImage:
         ``reduction`` (rounded up; 1 unless :attr:`reducible`)."""
         if self._tensor is not None:
             return self._tensor.unsqueeze(0)
-        if reduction == 1 and self._jpeg_components in (1, 3) and _DECODE_JPEG is not None:
+        libjpeg = libjpeg_decoder() if reduction == 1 and self._jpeg_components in (1, 3) else None
+        if libjpeg is not None:
             assert self._data is not None
+            decode, rgb = libjpeg
             raw = torch.frombuffer(bytearray(self._data), dtype=torch.uint8)
             with decoder_output() as printed:
                 try:
-                    decoded = _DECODE_JPEG(raw, ImageReadMode.RGB.value, False)
+                    decoded = decode(raw, rgb, False)
                 except RuntimeError:  # damaged, or a variant its API refuses: Pillow's turn
                     decoded = None
             if decoded is not None:

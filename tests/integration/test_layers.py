@@ -64,6 +64,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.hooks.wandb_tracker", "wandb"): "about half a second, only for runs logging to it",
     ("hookbus.parts.data.digits", "sklearn"): "scikit-learn's digits, only for that data set",
     ("hookbus.parts.data.build", "hookbus.parts.data.crop_collate"): TORCHVISION_ON_USE,
+    ("hookbus.parts.data.image_decode", "torchvision"): TORCHVISION_ON_USE,
     ("hookbus.parts.data.build", "hookbus.parts.data.transforms"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.resnet"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.torchvision_any"): TORCHVISION_ON_USE,
