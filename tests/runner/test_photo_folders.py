@@ -24,7 +24,8 @@ from hookbus.hooks.unreadable_images import UNREADABLE_FILE
 from hookbus.parts.data import build_data_loaders
 from hookbus.parts.data.transforms import clean_transform
 from hookbus.parts.data.unreadable import UNREADABLE_KEY
-from tests.photos import photograph
+from tests.eval_runs import photo_settings, write_run
+from tests.photos import make_photo_folder, photograph
 
 PIPELINES = ("torchvision", "crop_first")
 
@@ -255,3 +256,18 @@ def test_training_evaluation_and_embed_see_a_sideways_photo_upright(
     embedded = ImageFiles(files, clean_transform(TorchvisionAugmentConfig(), 16), 16)
     (_, first), (_, second) = embedded[0], embedded[1]
     assert isinstance(first, torch.Tensor) and torch.equal(first, second)
+
+
+def test_an_evaluation_reads_every_image_even_of_a_run_that_skipped_some(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make_photo_folder(tmp_path / "photos", per_class=2, size=24)
+    bad = folder / "test" / "flower" / "001.jpg"
+    bad.write_bytes(truncated_photo())
+    settings = photo_settings(folder, size=16)
+    settings["data"]["folder"]["skip_unreadable"] = True
+    write_run(tmp_path / "run", settings)
+    assert main(["eval", str(tmp_path / "run"), "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hookbus eval: error: cannot read image {bad}: ")
+    assert len(err.splitlines()) == 1
