@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import struct
-import warnings
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -88,13 +87,13 @@ def jpeg_orientation(data: bytes) -> int:
 
 
 @cache
-def libjpeg_decoder() -> tuple[Any, int] | None:
+def _libjpeg_decoder() -> tuple[Any, int] | None:
     """torchvision's libjpeg-turbo JPEG decoder op, ``(data, mode, exif) -> [C, H, W]``,
-    and its mode of RGB output; None where this torchvision has none. (The op itself:
-    its public wrapper ``torchvision.io.decode_jpeg`` adds only a deprecation warning at
-    every call.) Loaded at the first JPEG file decoded at full size: torchvision takes
-    about a second to import, which a run on tensors never needs."""
-    from torchvision.io import ImageReadMode  # registers torchvision's image ops
+    and the mode that asks it for RGB, or None where this torchvision has none. (The op
+    itself: its public wrapper ``torchvision.io.decode_jpeg`` adds only a deprecation
+    warning at every call.) torchvision is imported at the first JPEG decoded, not with
+    this module, so a run on tensors never loads it."""
+    from torchvision.io import ImageReadMode  # registers torch.ops.image
 
     try:
         return torch.ops.image.decode_jpeg, ImageReadMode.RGB.value
@@ -116,9 +115,7 @@ class SourceImage:
     (Pillow's draft mode: the decoder skips the finer DCT coefficients, which is cheaper
     than decoding everything and resizing). At full size a JPEG file is decoded with
     torchvision's libjpeg-turbo decoder, which gives Pillow's pixels, faster (Pillow where
-    torchvision has none); other formats with Pillow. An image of more pixels than
-    Pillow's bound (``PIL.Image.MAX_IMAGE_PIXELS``, about 89 million) is refused before it
-    is decoded, never warned about. Every image becomes 8-bit RGB as
+    torchvision has none); other formats with Pillow. Every image becomes 8-bit RGB as
     :func:`~hookbus.parts.data.image_pixels.rgb_array` says (16-bit scaled, transparency
     on white). A file Pillow cannot read, or one that is not a regular file of at most
     :data:`~hookbus.engine.bounded_files.MAX_IMAGE_BYTES` (checked before it is read),
@@ -148,7 +145,6 @@ class SourceImage:
             else:
                 self._stored_height, self._stored_width, self._jpeg_components = header
                 self._orientation = jpeg_orientation(self._data)
-                self._check_pixels()
             turned = self._orientation in QUARTER_TURNS
             self.width = self._stored_height if turned else self._stored_width
             self.height = self._stored_width if turned else self._stored_height
@@ -177,9 +173,7 @@ class SourceImage:
         if self._pil is None:
             assert self._data is not None
             try:
-                with warnings.catch_warnings():  # over MAX_IMAGE_PIXELS: refused, not said
-                    warnings.simplefilter("error", Image.DecompressionBombWarning)
-                    self._pil = Image.open(io.BytesIO(self._data))
+                self._pil = Image.open(io.BytesIO(self._data))
             except UnidentifiedImageError:  # its message names a BytesIO, not the file
                 raise DataError(f"cannot read image {self.where}: {NOT_AN_IMAGE}") from None
             except (
@@ -188,22 +182,9 @@ class SourceImage:
                 SyntaxError,
                 EOFError,
                 Image.DecompressionBombError,
-                Image.DecompressionBombWarning,
             ) as exc:
                 raise DataError(f"cannot read image {self.where}: {exc}") from None
         return self._pil
-
-    def _check_pixels(self) -> None:
-        """DataError when the JPEG file's header claims more pixels than Pillow's bound
-        (``PIL.Image.MAX_IMAGE_PIXELS``), before anything is decoded."""
-        pixels = self._stored_width * self._stored_height
-        limit = Image.MAX_IMAGE_PIXELS
-        if limit is not None and pixels > limit:
-            raise DataError(
-                f"cannot read image {self.where}: it claims {self._stored_width} x "
-                f"{self._stored_height} pixels, over the limit of {limit} (a decompression "
-                "bomb?)"
-            )
 
     @property
     def reducible(self) -> bool:
@@ -215,14 +196,14 @@ class SourceImage:
         ``reduction`` (rounded up; 1 unless :attr:`reducible`)."""
         if self._tensor is not None:
             return self._tensor.unsqueeze(0)
-        libjpeg = libjpeg_decoder() if reduction == 1 and self._jpeg_components in (1, 3) else None
-        if libjpeg is not None:
+        jpeg = reduction == 1 and self._jpeg_components in (1, 3)
+        decoder = _libjpeg_decoder() if jpeg else None
+        if decoder is not None:
             assert self._data is not None
-            decode, rgb = libjpeg
             raw = torch.frombuffer(bytearray(self._data), dtype=torch.uint8)
             with decoder_output() as printed:
                 try:
-                    decoded = decode(raw, rgb, False)
+                    decoded = decoder[0](raw, decoder[1], False)
                 except RuntimeError:  # damaged, or a variant its API refuses: Pillow's turn
                     decoded = None
             if decoded is not None:
