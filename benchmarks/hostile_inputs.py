@@ -44,6 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import hostile_shards
 from benchmarks.harness import machine, markdown_table
 from hookbus.launcher import free_port
 
@@ -70,6 +71,7 @@ CLASSES = (
     "embed",
     "export",
     "end of run",
+    *hostile_shards.KINDS,
 )
 
 
@@ -686,7 +688,12 @@ CASES: list[Case] = [
         expect=(-signal.SIGKILL,),
     ),
 ]
-"""The cases, from the classes of the hostile tester's report."""
+CASES += [
+    Case(kind, name, prepare, runs_code=payload, env=hostile_shards.CLOSED_PORT_ENV)
+    for kind, name, prepare, payload in hostile_shards.CASES
+]
+"""The cases, from the classes of the hostile tester's report (those of shard sets,
+``hookbus shard``, the shard cache and sharded checkpoints: benchmarks/hostile_shards.py)."""
 
 
 @dataclass
@@ -759,6 +766,7 @@ def run_case(case: Case, workdir: Path, timeout: float) -> Outcome:
         subprocess.run(["umount", "-l", str(run_dir.parent)], check=False)
     if (workdir / "small").is_mount():
         subprocess.run(["umount", "-l", str(workdir / "small")], check=False)
+    hostile_shards.unmount_all()
     return Outcome(status, lines, seconds, wrote, ran)
 
 
@@ -775,7 +783,7 @@ def main(argv: list[str] | None = None) -> int:
         for index, case in enumerate(cases):
             try:
                 outcome = run_case(case, Path(root) / f"case{index}", args.timeout)
-            except Skipped as skip:
+            except (Skipped, hostile_shards.Skipped) as skip:
                 rows[case.kind][3] += 1
                 print(f"skipped: {case.kind}: {case.name}: {skip}")
                 continue

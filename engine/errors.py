@@ -1,5 +1,6 @@
 """The errors the ``hookbus`` command turns into one line and an exit status: a user's
-mistake (2), a write or a collective that failed (1), a preempted run (75).
+mistake (2), a write or a collective that failed or an input that changed under the run
+(1), a preempted run (75).
 
 A write site says what it writes with :func:`writing` (or logs through a
 :class:`LineHandler`): an ``OSError`` there (a full disk, a read-only place, a
@@ -46,6 +47,13 @@ class CheckpointWriteError(WriteFailure):
 class OutputWriteError(WriteFailure):
     """A command's output file (an export, a plot) could not be written (a full disk, a
     read-only folder); nothing half-written is left. Exit status 1."""
+
+
+class InputChangedError(RuntimeError):
+    """An input that passed its checks changed under the run (a shard replaced, shrunk
+    or rewritten after it was checked): the machine's state, not the user's input, so
+    exit status 1. The checkpoints written so far are intact; the message names the file
+    and the place in it."""
 
 
 class CollectiveFailure(RuntimeError):

@@ -18,6 +18,7 @@ from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
     CollectiveFailure,
     ConfigError,
+    InputChangedError,
     InterruptedRun,
     MachineFailure,
     PreemptedError,
@@ -453,7 +454,13 @@ def _command(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WriteFailure, CollectiveFailure, MachineFailure, FloatingPointError) as exc:
+    except (
+        WriteFailure,
+        CollectiveFailure,
+        MachineFailure,
+        InputChangedError,
+        FloatingPointError,
+    ) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except InterruptedRun as exc:
