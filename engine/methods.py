@@ -218,8 +218,11 @@ def check_method(cfg: Config, spec: MethodSpec | None, views: Views | None = Vie
         owners = section_readers(other.name)
         changed = getattr(cfg.loss, other.name).changed_keys()
         if changed and name not in owners:
+            readers_text = " and ".join(
+                [", ".join(owners[:-1]), owners[-1]] if owners[1:] else owners
+            )
             raise ValueError(
-                f"loss.{other.name}.{changed[0]} is read by loss.name {' and '.join(owners)} "
+                f"loss.{other.name}.{changed[0]} is read by loss.name {readers_text} "
                 f"only, not {name}; remove it"
             )
     rule = spec.views if spec else views

@@ -1,6 +1,6 @@
 """The ``model.backbone`` section: the backbone by name, its weights and its options.
 
-It imports no method entry, so that a method's own section (distillation's teacher) can
+It imports no method entry, so that a method's own section (a frozen teacher's backbone) can
 build on it.
 """
 
@@ -38,11 +38,30 @@ class ViTConfig(Section):
         description="keep the patch embedding (conv_proj) at its random init: no gradient, "
         "no update (a random patch projection, for stability)",
     )
-    position_embedding: Literal["learned", "sincos"] = Field(
+    position_embedding: Literal["learned", "sincos", "rope"] = Field(
         "learned",
-        description="the encoder's position embedding: learned (torchvision's), or sincos, "
+        description="the encoder's position embedding: learned (torchvision's), sincos, "
         "the fixed 2-D sine-cosine table (frozen; kept under "
-        "torchvision's key; the width a multiple of 4)",
+        "torchvision's key; the width a multiple of 4), or rope, a rotary embedding "
+        "of the patch tokens' queries and keys (a head width divisible by 4; no "
+        "torchvision export; only for whole grids, not for methods that encode part of it)",
+    )
+    rope_base: float = Field(
+        100.0, gt=1, le=1e6, description="rope: the base of the periods (the authors' 100)"
+    )
+    rope_jitter: float | None = Field(
+        None,
+        ge=1,
+        le=100,
+        description="rope, in training: each axis's coordinates times exp(u), u uniform in "
+        "[-log j, log j] (the authors' jitter_coords); None: none",
+    )
+    rope_rescale: float | None = Field(
+        None,
+        ge=1,
+        le=100,
+        description="rope, in training: both axes' coordinates times one such factor "
+        "(the authors' rescale_coords, 2 in their ViT-7B configs); None: none",
     )
     patch_embedding_init: Literal["torchvision", "xavier_uniform"] = Field(
         "torchvision",
@@ -52,6 +71,11 @@ class ViTConfig(Section):
     class_token_init: Literal["zeros", "normal"] = Field(
         "zeros",
         description="init of the class token: zeros (torchvision's), or normal with std 0.02",
+    )
+    class_token: bool = Field(
+        True,
+        description="a class token (torchvision's); false: none, as some ViTs have: the "
+        "features are the mean patch token, and no torchvision export",
     )
     drop_path: float = Field(
         0.0,
@@ -102,6 +126,19 @@ class ViTConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _rope_settings_need_rope(self) -> ViTConfig:
+        if self.position_embedding != "rope":
+            for key in ("rope_jitter", "rope_rescale"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key} jitters RoPE: set position_embedding rope")
+        elif self.activation_checkpointing:
+            raise ValueError(
+                "position_embedding rope with activation_checkpointing is not supported: the "
+                "blocks' recomputation would not see the rotation of their forward"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _heads_divide_the_width(self) -> ViTConfig:
         if self.width is not None and self.heads is not None and self.width % self.heads:
             raise ValueError(f"heads ({self.heads}) must divide the width ({self.width})")
@@ -137,8 +174,8 @@ class BackboneConfig(Section):
         None,
         description="a file of backbone weights to start from, in every method (the student "
         "and every momentum copy of it): safetensors, a .pth/.pt state dict (read as data, "
-        "never code), a hookbus checkpoint or export, or an official DINOv2/DINOv3 file for "
-        "timm's matching model; keys and shapes must fit the backbone",
+        "never code), a hookbus checkpoint or export, or a self-supervised ViT's file as its "
+        "authors publish it, for timm's matching model; keys and shapes must fit the backbone",
     )
     width: int = Field(32, ge=1, le=4096, description="channels of the first layer (small_cnn)")
     in_channels: int = Field(1, ge=1, le=64, description="image channels")

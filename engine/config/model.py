@@ -89,6 +89,11 @@ class HeadConfig(Section):
         True,
         description="biases on the hidden layers; false: none",
     )
+    activation: Literal["relu", "gelu"] = Field(
+        "relu",
+        description="after each hidden layer: relu, or gelu (the heads of several "
+        "teacher-student methods in their authors' code)",
+    )
 
     @model_validator(mode="after")
     def _backbone_is_the_input(self) -> HeadConfig:
@@ -138,7 +143,7 @@ class PredictorConfig(Section):
 
 class PrototypesConfig(Section):
     """A linear layer without bias on the L2-normalised embeddings: the scores that a
-    clustering or self-distillation loss reads."""
+    clustering or teacher-student loss reads."""
 
     count: int = Field(0, ge=0, le=10**6, description="prototypes (output scores); 0: none")
     weight_norm: bool = Field(

@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import torch
 from PIL import Image, UnidentifiedImageError
 from torch import Tensor
-from torchvision.io import ImageReadMode
 
 from hookbus.engine.bounded_files import MAX_IMAGE_BYTES, read_bounded
 from hookbus.engine.errors import DataError
@@ -86,17 +86,20 @@ def jpeg_orientation(data: bytes) -> int:
     return 1
 
 
-def _libjpeg_decoder() -> Any:
+@cache
+def _libjpeg_decoder() -> tuple[Any, int] | None:
     """torchvision's libjpeg-turbo JPEG decoder op, ``(data, mode, exif) -> [C, H, W]``,
-    or None where this torchvision has none. (The op itself: its public wrapper
-    ``torchvision.io.decode_jpeg`` adds only a deprecation warning at every call.)"""
+    and the mode that asks it for RGB, or None where this torchvision has none. (The op
+    itself: its public wrapper ``torchvision.io.decode_jpeg`` adds only a deprecation
+    warning at every call.) torchvision is imported at the first JPEG decoded, not with
+    this module, so a run on tensors never loads it."""
+    from torchvision.io import ImageReadMode  # registers torch.ops.image
+
     try:
-        return torch.ops.image.decode_jpeg
+        return torch.ops.image.decode_jpeg, ImageReadMode.RGB.value
     except (AttributeError, RuntimeError):
         return None
 
-
-_DECODE_JPEG = _libjpeg_decoder()
 
 ImageSource = str | Path | bytes | Tensor
 """What a data set item's image may be: an image file, its bytes (a shard's sample) or a
@@ -193,12 +196,14 @@ class SourceImage:
         ``reduction`` (rounded up; 1 unless :attr:`reducible`)."""
         if self._tensor is not None:
             return self._tensor.unsqueeze(0)
-        if reduction == 1 and self._jpeg_components in (1, 3) and _DECODE_JPEG is not None:
+        jpeg = reduction == 1 and self._jpeg_components in (1, 3)
+        decoder = _libjpeg_decoder() if jpeg else None
+        if decoder is not None:
             assert self._data is not None
             raw = torch.frombuffer(bytearray(self._data), dtype=torch.uint8)
             with decoder_output() as printed:
                 try:
-                    decoded = _DECODE_JPEG(raw, ImageReadMode.RGB.value, False)
+                    decoded = decoder[0](raw, decoder[1], False)
                 except RuntimeError:  # damaged, or a variant its API refuses: Pillow's turn
                     decoded = None
             if decoded is not None:

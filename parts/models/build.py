@@ -190,6 +190,10 @@ def _build_vit(name: str, cfg: BackboneConfig) -> ViTBackbone:
             drop_path_rule=vit.drop_path_rule,
             layer_scale=vit.layer_scale,
             registers=vit.registers,
+            class_token=vit.class_token,
+            rope_base=vit.rope_base,
+            rope_jitter=vit.rope_jitter,
+            rope_rescale=vit.rope_rescale,
         )
     except ValueError as exc:
         raise ValueError(f"{name}: {exc} (model.backbone.vit, data.image_size)") from None

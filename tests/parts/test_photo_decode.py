@@ -215,7 +215,7 @@ def test_text_written_to_the_terminal_during_a_decode_is_kept(
         os.write(2, b"Corrupt JPEG data: bad Huffman code\nanother thread's line\n")
         raise RuntimeError("refused")  # then Pillow decodes it
 
-    monkeypatch.setattr(image_decode, "_DECODE_JPEG", decoder)
+    monkeypatch.setattr(image_decode, "_libjpeg_decoder", lambda: (decoder, 0))
     path = save(upright_photo(), tmp_path / "photo.jpg", quality=95)
     assert difference(as_array(read_image(path)), np.array(upright_photo())) < 4
     assert capfd.readouterr() == ("", "another thread's line\n")

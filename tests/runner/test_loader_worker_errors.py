@@ -278,7 +278,7 @@ def test_hookbus_train_prints_the_one_line_with_loader_workers(
                 "data": folder_config(root, "crop_first", workers=1),
                 "model": {"backbone": {"width": 4}, "head": {"dims": [16, 16, 8]}},
                 "optimizer": {"num_epochs": 1, "warmup_epochs": 0},
-                "meters": {"knn": {"k": 3}},
+                "meters": {"knn": {"enabled": False}},
                 "hooks": {
                     "progress_bar": {"enabled": False},
                     "evaluation_report": {"enabled": False},
