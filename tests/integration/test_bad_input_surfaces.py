@@ -87,6 +87,12 @@ WEIGHTS = "tests/integration/test_bad_inputs_weights.py"
 FSDP = "tests/integration/test_fsdp.py"
 SHARDS = "tests/integration/test_shards.py"
 S3 = "tests/integration/test_shards_s3.py"
+BAD_SHARDS = "tests/integration/test_bad_inputs_shards.py"
+BAD_SHARDS_S3 = "tests/integration/test_bad_inputs_shards_s3.py"
+BAD_CKPT = "tests/integration/test_bad_inputs_sharded_ckpt.py"
+READ_SHARDS = "test_a_bad_shard_set_is_one_line_naming_the_file_before_the_first_step"
+WRITE_SHARDS = "test_shard_onto_a_full_or_read_only_disk_is_one_line_exit_1_and_nothing_named_out"
+RESUME_CKPT = "test_a_damaged_sharded_checkpoint_is_skipped_for_the_previous_one_on_resume"
 END = "tests/integration/test_end_of_run.py"
 KILLS = "tests/integration/test_kill_resume.py"
 
@@ -297,49 +303,46 @@ SURFACES: dict[str, dict[str, Row]] = {
         "changed or removed during the run": NA("read once, before the run directory exists"),
     },
     "shard sets, local and S3 cache (shards)": {
-        "missing": f"{SHARDS}::test_a_folder_without_shards_is_refused",
-        "empty": Gap("helper shards: an empty shard"),
-        "truncated": Gap("helper shards: a truncated shard"),
-        "garbled": Gap("helper shards: a garbled shard"),
-        "wrong type or another tool's": f"{SHARDS}::"
-        "test_an_index_that_is_not_a_shard_index_is_one_line",
-        "huge claimed size or deep nesting": Gap("helper shards: an index claiming 10**12 samples"),
-        "sparse 8 GB file": Gap("helper shards: an 8 GB sparse shard"),
-        "FIFO": Gap("helper shards: a shard that is a FIFO"),
-        "/dev/zero link": Gap("helper shards: a shard linked to /dev/zero"),
-        "symlink loop or broken link": f"{SHARDS}::"
-        "test_a_shard_file_name_that_leaves_the_folder_is_refused",
-        "directory for a file, or the reverse": Gap("helper shards: the S3 cache folder is a file"),
-        "unreadable": Gap("helper shards: a read-only or unreadable cache folder"),
-        "changed or removed during the run": f"{S3}::"
-        "test_shards_rewritten_in_the_store_are_refused_not_read_stale",
+        "missing": f"{BAD_SHARDS}::{READ_SHARDS}[missing shard]",
+        "empty": f"{BAD_SHARDS}::{READ_SHARDS}[empty shard]",
+        "truncated": f"{BAD_SHARDS}::{READ_SHARDS}[truncated shard]",
+        "garbled": f"{BAD_SHARDS}::{READ_SHARDS}[garbled shard]",
+        "wrong type or another tool's": f"{BAD_SHARDS}::{READ_SHARDS}"
+        "[another writer's string labels]",
+        "huge claimed size or deep nesting": f"{BAD_SHARDS}::{READ_SHARDS}[index nested deep]",
+        "sparse 8 GB file": f"{BAD_SHARDS}::{READ_SHARDS}[sparse 8 GiB shard]",
+        "FIFO": f"{BAD_SHARDS}::{READ_SHARDS}[shard a FIFO]",
+        "/dev/zero link": f"{BAD_SHARDS}::{READ_SHARDS}[shard a link to /dev/zero]",
+        "symlink loop or broken link": f"{BAD_SHARDS}::{READ_SHARDS}[shard a symbolic link loop]",
+        "directory for a file, or the reverse": f"{BAD_SHARDS_S3}::"
+        "test_a_cache_folder_that_is_no_folder_is_one_line_naming_the_key[the cache folder a file]",
+        "unreadable": f"{BAD_SHARDS}::test_an_unreadable_shard_is_one_line_before_the_first_step",
+        "changed or removed during the run": f"{BAD_SHARDS}::"
+        "test_a_shard_changed_during_the_run_is_one_line_exit_1_and_the_checkpoint_stays",
     },
     "hookbus shard: its output (shards)": {
-        "read-only destination": Gap("helper shards: hookbus shard into a read-only folder"),
-        "full disk": Gap("helper shards: hookbus shard onto a full disk"),
-        "kill mid-write, then a rerun": Gap("helper shards: a kill while shards are written"),
+        "read-only destination": f"{BAD_SHARDS}::{WRITE_SHARDS}[read-only]",
+        "full disk": f"{BAD_SHARDS}::{WRITE_SHARDS}[full]",
+        "kill mid-write, then a rerun": f"{BAD_SHARDS}::"
+        "test_shard_killed_mid_write_leaves_nothing_named_out_and_a_rerun_equals_a_clean_run",
         "the destination is an input": f"{SHARDS}::"
         "test_shard_refuses_an_existing_output_and_a_file_that_is_no_image",
     },
     "sharded (FSDP) checkpoints (shards)": {
-        "missing": f"{FSDP}::test_a_missing_shard_leaves_no_valid_checkpoint",
-        "empty": Gap("helper shards: an empty metadata file"),
-        "truncated": f"{FSDP}::test_a_half_written_checkpoint_is_never_the_newest_and_is_cleared",
-        "garbled": f"{FSDP}::test_resume_skips_a_checkpoint_with_a_corrupt_shard",
-        "wrong type or another tool's": Gap(
-            "helper shards: a planted pickle payload in the metadata"
-        ),
-        "huge claimed size or deep nesting": Gap(
-            "helper shards: metadata claiming a 10**12-element tensor"
-        ),
-        "sparse 8 GB file": Gap("helper shards: an 8 GB sparse shard file"),
-        "FIFO": Gap("helper shards: a metadata path that is a FIFO"),
-        "/dev/zero link": Gap("helper shards: a shard linked to /dev/zero"),
-        "symlink loop or broken link": Gap("helper shards: a shard path leaving the folder"),
-        "directory for a file, or the reverse": Gap(
-            "helper shards: a folder where a shard belongs"
-        ),
-        "unreadable": Gap("helper shards: an unreadable shard"),
+        "missing": f"{BAD_CKPT}::{RESUME_CKPT}[the metadata missing]",
+        "empty": f"{BAD_CKPT}::{RESUME_CKPT}[the metadata empty]",
+        "truncated": f"{BAD_CKPT}::{RESUME_CKPT}[a shard truncated]",
+        "garbled": f"{BAD_CKPT}::{RESUME_CKPT}[the metadata garbled]",
+        "wrong type or another tool's": f"{BAD_CKPT}::{RESUME_CKPT}"
+        "[a pickle payload in the metadata]",
+        "huge claimed size or deep nesting": f"{BAD_CKPT}::{RESUME_CKPT}"
+        "[a 10**12-element tensor claimed]",
+        "sparse 8 GB file": f"{BAD_CKPT}::{RESUME_CKPT}[a shard sparse 8 GiB]",
+        "FIFO": f"{BAD_CKPT}::{RESUME_CKPT}[a storage path to a FIFO outside the folder]",
+        "/dev/zero link": f"{BAD_CKPT}::{RESUME_CKPT}[the metadata a link to /dev/zero]",
+        "symlink loop or broken link": f"{BAD_CKPT}::{RESUME_CKPT}[a shard a symbolic link loop]",
+        "directory for a file, or the reverse": f"{BAD_CKPT}::{RESUME_CKPT}[a shard a folder]",
+        "unreadable": f"{BAD_CKPT}::test_an_unreadable_shard_is_one_line_from_export",
         "changed or removed during the run": f"{FSDP}::test_a_corrupt_shard_is_refused_by_export",
     },
     "hookbus sbatch: the script it writes (clusters)": {
@@ -358,7 +361,7 @@ SURFACES: dict[str, dict[str, Row]] = {
 }
 """Every input surface and its rows (see the module's docstring)."""
 
-GAP_COUNT = 40
+GAP_COUNT = 19
 """How many rows are gaps today: a change that adds a surface with holes, or closes one,
 updates it, in review."""
 
