@@ -200,17 +200,19 @@ SURFACES: dict[str, dict[str, Row]] = {
     "hookbus embed and export: the checkpoint or exported file read": {
         "missing": "tests/runner/test_embed.py::"
         "test_a_user_error_is_one_line_exit_2_and_writes_nothing",
-        "empty": Gap("a zero-byte exported backbone given to embed"),
+        "empty": f"{EMBED}::test_a_source_embed_cannot_load_is_one_line_naming_it[an empty file]",
         "truncated": f"{TRUST}::test_export_refuses_a_checkpoint_that_does_not_match_its_checksum",
         "garbled": f"{TRUST}::test_export_refuses_a_checkpoint_that_does_not_match_its_checksum",
         "wrong type or another tool's": "tests/runner/test_checkpoint_contents.py::"
         "test_export_refuses_weights_that_do_not_fit_the_backbone",
         "huge claimed size or deep nesting": "tests/runner/test_checkpoint_contents.py::"
         "test_export_of_a_misfit_checkpoint_is_one_line_exit_2",
-        "sparse 8 GB file": Gap("an 8 GB sparse file given to export or embed as the source"),
+        "sparse 8 GB file": f"{EMBED}::test_a_source_embed_cannot_load_is_one_line_naming_it"
+        "[an 8 GiB sparse file]",
         "FIFO": f"{EXPORT}::test_a_fifo_as_source_is_refused_without_waiting",
         "/dev/zero link": f"{EXPORT}::test_a_device_as_source_is_refused",
-        "symlink loop or broken link": Gap("a source that is a link loop"),
+        "symlink loop or broken link": f"{EMBED}::"
+        "test_a_source_export_meets_as_a_link_loop_is_one_line",
         "directory for a file, or the reverse": f"{TRUST}::"
         "test_export_to_a_directory_is_one_line_exit_2",
         "unreadable": Gap("a source without read permission"),
