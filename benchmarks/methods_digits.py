@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/methods_digits.py --seeds 0 --methods byol swav
 
 For each method and seed it runs ``hookbus train configs/<method>_digits.yaml
-trainer.seed=<seed>`` (MAE, DINO and I-JEPA on the tiny ViT: see ``RECIPES``) in a fresh
+trainer.seed=<seed>`` (the tiny-ViT recipes: ``RECIPES``, ``OVERRIDES``) in a fresh
 run directory (under ``--out``, default ``runs/methods_digits``), one run at a time, and
 reads the run's ``evaluation.json`` (the evaluation-report hook: kNN top-1, k=20, with
 the train split as memory, and the 10-labels-per-class probe, for the encoder at random
@@ -45,13 +45,21 @@ METHODS = (
     "dinov2",
     "ibot",
     "ijepa",
+    "dinov3",
+    "dinov3_no_gram",
+    "lejepa",
 )
 RECIPES = {
     "mae": "mae_digits_vit_tiny",
     "dino_vit_tiny": "dino_digits_vit_tiny",
     "ijepa": "ijepa_digits_vit_tiny",
+    "dinov3": "dinov3_digits_vit_tiny",
+    "dinov3_no_gram": "dinov3_digits_vit_tiny",
+    "lejepa": "lejepa_digits_vit_tiny",
 }
 """The recipe of each method whose digits recipe is not ``<method>_digits``."""
+OVERRIDES = {"dinov3_no_gram": ["loss.dinov3.gram_weight=0"]}
+"""Settings a row changes in its recipe: DINOv3 without Gram anchoring."""
 
 
 CORES = 2
@@ -68,6 +76,7 @@ def run(method: str, seed: int, out: Path) -> tuple[dict, float, float]:
         "train",
         str(ROOT / "configs" / f"{RECIPES.get(method, f'{method}_digits')}.yaml"),
         f"trainer.seed={seed}",
+        *OVERRIDES.get(method, []),
         f"checkpoint.dir={run_dir}",
         "hooks.progress_bar.enabled=false",
         "-q",

@@ -107,6 +107,54 @@ def config_changes(
     return [f"{key}: {before[key]!r} -> {after[key]!r}" for key in changed]
 
 
+FINISHED_EXEMPT: tuple[str, ...] = ("checkpoint.dir", "checkpoint.change_finished")
+"""Keys that may differ in a rerun of a finished run without changing it: where the run
+directory is (a moved run), and the flag that allows changes."""
+
+
+def phase_count(trainer: dict[str, Any], num_epochs: int) -> int:
+    """The phases of the plan of a config's ``trainer`` section (as saved in a
+    checkpoint) for ``num_epochs``: :func:`hookbus.engine.phases.build_phase_plan`'s
+    count."""
+    if trainer.get("test_only", False):
+        return 1
+    tests = num_epochs // max(1, int(trainer.get("test_every_num_epochs", 1)))
+    return num_epochs + (tests if trainer.get("test_model", True) else 0)
+
+
+def check_finished(checkpoint: dict[str, Any], cfg: Config, source: str) -> None:
+    """Refuse, with a :class:`ConfigError`, a rerun of a finished run (its checkpoint
+    ended the last phase of the config it was trained with) whose config differs from
+    that one, naming every changed key and the flag that allows it
+    (``checkpoint.change_finished``): a command run again with an override dropped
+    must not extend a finished run, nor move the checkpoint later commands read."""
+    saved = checkpoint.get("config")
+    if not saved or cfg.checkpoint.change_finished or not checkpoint.get("phase_done", True):
+        return
+    num_epochs = saved.get("optimizer", {}).get("num_epochs")
+    if num_epochs is None:
+        return
+    if checkpoint["phase_idx"] + 1 < phase_count(saved.get("trainer", {}), int(num_epochs)):
+        return
+    before = flatten(saved)
+    after = flatten(cfg.model_dump(mode="json"))
+    changed = sorted(
+        key
+        for key in before.keys() & after.keys()
+        if before[key] != after[key] and key not in FINISHED_EXEMPT
+    )
+    if not changed:
+        return
+    listed = "; ".join(f"{key}: {before[key]!r} -> {after[key]!r}" for key in changed)
+    raise ConfigError(
+        f"the run of checkpoint {source} is finished ({num_epochs} epochs), and this config "
+        f"differs from the one it was trained with: {listed}. A finished run is not changed "
+        "by accident: to go on from it with these changes, run again with "
+        "checkpoint.change_finished=true; to keep it, set them back, or train in another "
+        "checkpoint.dir"
+    )
+
+
 def check_epochs(checkpoint: dict[str, Any], cfg: Config, source: str) -> None:
     """Refuse, with a :class:`ConfigError`, an ``optimizer.num_epochs`` below the epochs
     ``checkpoint`` has trained (the epoch it stopped inside counts): the run cannot undo

@@ -13,16 +13,22 @@ from hookbus.engine.bounded_files import read_text_bounded
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.imports import anchor_import_paths
+from hookbus.engine.recipe_names import resolve_recipe
 from hookbus.engine.yaml_safety import MAX_BYTES, load_yaml
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
     """Read the YAML recipe at ``path`` (None: all defaults), apply ``overrides``, validate.
 
-    An override is ``dotted.key=value``; the value is read as a YAML scalar or flow
-    collection (``optimizer.lr=0.3``, ``trainer.imports=[my.steps]``). Raises
+    ``path`` is a file, or a shipped recipe's name (``simclr_digits``, as ``hookbus
+    recipes`` lists them; a file at that path wins:
+    :func:`hookbus.engine.recipe_names.resolve_recipe`). An override is
+    ``dotted.key=value``; the value is read as a YAML scalar or flow collection
+    (``optimizer.lr=0.3``, ``trainer.imports=[my.steps]``). Raises
     :class:`hookbus.engine.errors.ConfigError` naming the file, the override or the key path.
     """
+    if path is not None and Path(path).name == str(path) and not Path(path).exists():
+        path = resolve_recipe(str(path))  # a bare name: a shipped recipe's
     source = "defaults" if path is None else str(path)
     raw = {} if path is None else read_yaml(Path(path))
     if path is not None:

@@ -1,5 +1,6 @@
 """The errors the ``hookbus`` command turns into one line and an exit status: a user's
-mistake (2), a write or a collective that failed (1), a preempted run (75).
+mistake (2), a write or a collective that failed or an input that changed under the run
+(1), a preempted run (75).
 
 A write site says what it writes with :func:`writing` (or logs through a
 :class:`LineHandler`): an ``OSError`` there (a full disk, a read-only place, a
@@ -48,6 +49,13 @@ class OutputWriteError(WriteFailure):
     read-only folder); nothing half-written is left. Exit status 1."""
 
 
+class InputChangedError(RuntimeError):
+    """An input that passed its checks changed under the run (a shard replaced, shrunk
+    or rewritten after it was checked): the machine's state, not the user's input, so
+    exit status 1. The checkpoints written so far are intact; the message names the file
+    and the place in it."""
+
+
 class CollectiveFailure(RuntimeError):
     """A collective across ranks failed because another rank died or hung."""
 
@@ -63,6 +71,15 @@ PREEMPTED_EXIT_STATUS = 75
 
 class PreemptedError(Exception):
     """The run stopped on a preemption signal; resubmitting it resumes."""
+
+
+INTERRUPTED_EXIT_STATUS = 130
+"""Exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)."""
+
+
+class InterruptedRun(PreemptedError):
+    """The run stopped on Ctrl-C (SIGINT), after its step's checkpoint or, on a second
+    Ctrl-C, at once; the same command resumes it."""
 
 
 RESUME_HINT = (

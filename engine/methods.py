@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from hookbus.engine.registry import Registry
 
 if TYPE_CHECKING:
+    from hookbus.engine.composition import Setting
     from hookbus.engine.config import Config, Section
 
 ENTRY_PACKAGE = "hookbus.methods"
@@ -93,6 +94,14 @@ class MethodSpec:
     ``function(cfg, backbone, name)`` with the built backbone and its name for messages.
     It is imported only when a model is built, so an entry stays torch-free. None: the
     SSL model.
+
+    ``compose`` states how the method's settings follow from the backbone, the images and
+    the machine (:class:`hookbus.engine.composition.Setting`): it returns the method's
+    part of a composed recipe (``model``, ``loss`` and, where the method needs them,
+    ``data`` views, batch and ``optimizer`` keys) as a nested mapping, or raises
+    ValueError for a backbone the method cannot train. ``aliases`` are the names that
+    ``--method`` takes beside ``name`` and ``title`` (a common name, when the loss's
+    differs). None: the method cannot be composed, only trained from a recipe.
     """
 
     name: str
@@ -110,6 +119,8 @@ class MethodSpec:
     order: int = 1000
     default: bool = False
     model: str | None = None
+    compose: Callable[[Setting], dict[str, Any]] | None = None
+    aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.model is not None:
@@ -207,8 +218,11 @@ def check_method(cfg: Config, spec: MethodSpec | None, views: Views | None = Vie
         owners = section_readers(other.name)
         changed = getattr(cfg.loss, other.name).changed_keys()
         if changed and name not in owners:
+            readers_text = " and ".join(
+                [", ".join(owners[:-1]), owners[-1]] if owners[1:] else owners
+            )
             raise ValueError(
-                f"loss.{other.name}.{changed[0]} is read by loss.name {' and '.join(owners)} "
+                f"loss.{other.name}.{changed[0]} is read by loss.name {readers_text} "
                 f"only, not {name}; remove it"
             )
     rule = spec.views if spec else views

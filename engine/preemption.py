@@ -1,11 +1,12 @@
-"""Preemption: SIGTERM or SIGUSR1 asks for a checkpoint at the next step boundary.
+"""Preemption: SIGTERM, SIGUSR1 or Ctrl-C asks for a checkpoint at the next step boundary.
 
 Clusters announce preemption with a signal (SLURM sends SIGTERM, or SIGUSR1 with
 ``--signal``). The first signal sets ``state.stop_requested``; the checkpoint hook saves
 at the end of the current step, and the trainer then raises :class:`PreemptedError`,
 which the ``hookbus`` command turns into exit status 75
 (:data:`hookbus.engine.errors.PREEMPTED_EXIT_STATUS`) for a job script to requeue on.
-A second signal stops at once, from the last checkpoint.
+A second signal stops at once, from the last checkpoint. Ctrl-C (SIGINT) does the same
+and ends in :class:`InterruptedRun` (exit status 130), whose line says how to resume.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ import torch
 import torch.distributed as dist
 
 from hookbus.engine import distributed
-from hookbus.engine.errors import PreemptedError
+from hookbus.engine.errors import InterruptedRun, PreemptedError
 from hookbus.engine.state import RunState
 
 logger = logging.getLogger("hookbus")
 
-SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+"""The signals that ask for a checkpoint and a stop."""
+
+CTRL_C = "Ctrl-C (SIGINT)"
+"""``state.stop_requested`` after Ctrl-C."""
 
 
 class PreemptionGuard:
@@ -55,11 +60,20 @@ class PreemptionGuard:
         self._previous = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
+        name = CTRL_C if signum == signal.SIGINT else signal.Signals(signum).name
         if self.state.stop_requested:
-            raise PreemptedError(f"second {name}: stopped at once; resume from the last checkpoint")
+            stop = InterruptedRun if signum == signal.SIGINT else PreemptedError
+            raise stop(
+                f"second {name}: stopped at once; run the same command again to resume from "
+                "the last checkpoint"
+            )
         self.state.stop_requested = name
-        logger.warning("%s received: checkpointing at the end of this step, then stopping", name)
+        logger.warning(
+            "%s received: checkpointing at the end of this step, then stopping (%s again "
+            "stops at once)",
+            name,
+            "Ctrl-C" if signum == signal.SIGINT else name,
+        )
 
 
 class Stops(NamedTuple):

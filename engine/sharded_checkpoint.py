@@ -27,7 +27,9 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ import torch.distributed.checkpoint as dcp
 from torch import Tensor
 from torch.distributed.checkpoint import DefaultSavePlanner, FileSystemWriter
 
+from hookbus.engine.bounded_files import describe_size
 from hookbus.engine.checkpoint_contents import check_checkpoint_contents
 from hookbus.engine.checkpoint_io import (
     load_verified_checkpoint,
@@ -51,6 +54,7 @@ from hookbus.engine.shard_files import (
     DataOnlyReader,
     file_digest,
     manifest_text,
+    tensor_bytes,
     tensor_entries,
     verify_shards,
 )
@@ -157,11 +161,12 @@ def save_sharded(checkpoint: dict[str, Any], path: Path, *, keep_last: int) -> N
     _raise_if(_agree(error), path)
     skeleton, tensors = split_tensors(checkpoint)
     try:
-        dcp.save(
-            tensors,
-            storage_writer=FileSystemWriter(partial),
-            planner=DefaultSavePlanner(dedup_save_to_lowest_rank=True),
-        )
+        with single_process_quiet():
+            dcp.save(
+                tensors,
+                storage_writer=FileSystemWriter(partial),
+                planner=DefaultSavePlanner(dedup_save_to_lowest_rank=True),
+            )
         own = {
             file.name: file_digest(file) for file in sorted(partial.glob(f"__{_rank()}_*.distcp"))
         }
@@ -226,20 +231,62 @@ def load_shards(skeleton: dict[str, Any], path: Path, like: Callable[[str], Tens
     verify_shards(folder)
     keys = _placeholders(skeleton)
     entries = tensor_entries(folder, keys)
+    targets = {key: like(key) for key in entries}
+    whole = {
+        key: entry
+        for key, entry in entries.items()
+        if not _fits(targets[key], torch.Size(entry.size), entry.properties.dtype)
+    }
+    needed, available = sum(tensor_bytes(entry) for entry in whole.values()), available_memory()
+    if needed > available:
+        raise CheckpointError(
+            f"the shards of {path} need {describe_size(needed)} of memory to read, and "
+            f"{describe_size(available)} is available"
+        )
     into: dict[str, Tensor] = {}
     for key, entry in entries.items():
-        target = like(key)
-        shape, dtype = torch.Size(entry.size), entry.properties.dtype
-        if target is not None and target.shape == shape and target.dtype == dtype:
-            into[key] = torch.empty_like(target)
+        target = targets[key]
+        if key in whole:
+            into[key] = torch.empty(torch.Size(entry.size), dtype=entry.properties.dtype)
         else:
-            into[key] = torch.empty(shape, dtype=dtype)
+            assert target is not None
+            into[key] = torch.empty_like(target)
     try:
-        dcp.load(into, storage_reader=DataOnlyReader(folder))
+        with single_process_quiet():
+            dcp.load(into, storage_reader=DataOnlyReader(folder))
     except Exception as exc:
         text = " ".join(str(exc).split())[:300]
         raise CheckpointError(f"cannot read the shards of {path}: {text}") from None
     _fill(skeleton, into)
+
+
+def _fits(target: Tensor | None, shape: torch.Size, dtype: torch.dtype) -> bool:
+    return target is not None and target.shape == shape and target.dtype == dtype
+
+
+def available_memory() -> int:
+    """The bytes of memory this machine can give now (``MemAvailable`` on Linux; the
+    free pages elsewhere)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextmanager
+def single_process_quiet() -> Iterator[None]:
+    """DCP's ``UserWarning`` that it saves or loads in one process, where no process group
+    exists, left out: a one-process run means to, and the line would precede hookbus's
+    own (an error, a resume)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", "torch.distributed is (disabled, )?unavailable or uninitialized", UserWarning
+        )
+        yield
 
 
 def load_whole_checkpoint(path: Path) -> dict[str, Any]:

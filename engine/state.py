@@ -144,6 +144,13 @@ class RunFields:
             "evaluation report compares with); None for a backbone built by name"
         ),
     )
+    teacher: torch.nn.Module | None = field(
+        default=None,
+        metadata=_doc(
+            "the momentum teacher (an EMA of the model), set by the momentum_teacher hook at "
+            "on_start; None without one (a hook that snapshots the teacher reads it)"
+        ),
+    )
     loss_fn: torch.nn.Module = field(
         default=None,  # type: ignore[assignment]  # the trainer sets it before on_start
         metadata=_doc("the loss module"),

@@ -12,6 +12,7 @@ import torch
 
 from hookbus.engine.checkpoint_contents import check_checkpoint_contents
 from hookbus.engine.checkpoint_io import FORMAT
+from hookbus.engine.config_changes import check_finished
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.state import RunState
 
@@ -73,7 +74,9 @@ def restore_training_state(state: RunState, checkpoint: dict[str, Any], source: 
     counters and the RNG states; for a checkpoint taken inside a phase, also the meters
     (by name, among ``state.meters``) and ``loss_sum``. Sets ``state.resumed_from``.
     Returns where to continue. Raises, before restoring anything, :class:`ConfigError`
-    when the config changed in a way a resumed run cannot take
+    when the checkpoint ended a finished run whose config this one changes
+    (:func:`hookbus.engine.config_changes.check_finished`), when the config changed in a
+    way a resumed run cannot take
     (:func:`hookbus.engine.config_changes.config_changes`; the changes it applies are
     logged), asks for fewer epochs than the checkpoint has trained, runs on another
     number of processes, or the checkpoint's phase is of another kind than the plan's
@@ -82,6 +85,7 @@ def restore_training_state(state: RunState, checkpoint: dict[str, Any], source: 
     optimizer state, RNG and hook states, counters).
     """
     phase_idx = checkpoint["phase_idx"]
+    check_finished(checkpoint, state.cfg, source)
     changes = check_checkpoint_contents(state, checkpoint, source)
     if changes:
         logger.info("resuming with config changes: %s", "; ".join(changes))

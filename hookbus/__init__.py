@@ -6,6 +6,7 @@ The public API, importable from here::
     from hookbus import FakeEngine, RunEngine, RunState, register_hook, register_train_step
     from hookbus import embed_images, save_embeddings
     from hookbus import evaluate, write_report
+    from hookbus import train, TrainedRun, Composed   # and hookbus.compose.compose
 
 The package is laid out in floors, each importing only from those below it (see
 docs/concepts.md): ``hookbus.engine`` (the kernel: events, bus, hooks' base, run state,
@@ -23,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hookbus.compose import Composed
     from hookbus.embed import Embeddings, embed_images, save_embeddings
     from hookbus.engine.bus import prepare_engine
     from hookbus.engine.config import Config
@@ -43,11 +45,13 @@ if TYPE_CHECKING:
     from hookbus.parts.models import BACKBONES
     from hookbus.report import write_report
     from hookbus.steps.registry import TRAIN_STEPS, register_train_step
+    from hookbus.train_call import TrainedRun, train
     from hookbus.trainer import SSLTrainer
 
 _PUBLIC: dict[str, str] = {
     "BACKBONES": "hookbus.parts.models",
     "CheckpointError": "hookbus.engine.errors",
+    "Composed": "hookbus.compose",
     "Config": "hookbus.engine.config",
     "ConfigError": "hookbus.engine.errors",
     "DATASETS": "hookbus.parts.data",
@@ -65,6 +69,7 @@ _PUBLIC: dict[str, str] = {
     "RunState": "hookbus.engine.state",
     "SSLEvents": "hookbus.engine.events",
     "SSLTrainer": "hookbus.trainer",
+    "TrainedRun": "hookbus.train_call",
     "TRAIN_STEPS": "hookbus.steps.registry",
     "UserError": "hookbus.engine.errors",
     "default_hooks": "hookbus.hooks.defaults",
@@ -76,6 +81,7 @@ _PUBLIC: dict[str, str] = {
     "register_hook": "hookbus.hooks.registry",
     "register_train_step": "hookbus.steps.registry",
     "save_embeddings": "hookbus.embed",
+    "train": "hookbus.train_call",
     "write_report": "hookbus.report",
 }
 """``{public name: the module that defines it}``."""
@@ -88,6 +94,7 @@ __all__ = [
     "METERS",
     "TRAIN_STEPS",
     "CheckpointError",
+    "Composed",
     "Config",
     "ConfigError",
     "DataError",
@@ -101,6 +108,7 @@ __all__ = [
     "RunState",
     "SSLEvents",
     "SSLTrainer",
+    "TrainedRun",
     "UserError",
     "default_hooks",
     "embed_images",
@@ -111,6 +119,7 @@ __all__ = [
     "register_hook",
     "register_train_step",
     "save_embeddings",
+    "train",
     "write_report",
 ]
 __version__ = "0.1.0"

@@ -14,8 +14,12 @@ from importlib.metadata import version
 from hookbus.console import console, guarded_stdout
 from hookbus.engine.config_io import load_config
 from hookbus.engine.errors import (
+    INTERRUPTED_EXIT_STATUS,
     PREEMPTED_EXIT_STATUS,
     CollectiveFailure,
+    ConfigError,
+    InputChangedError,
+    InterruptedRun,
     MachineFailure,
     PreemptedError,
     UserError,
@@ -29,7 +33,8 @@ from hookbus.sbatch import SbatchRequest, check_request, default_job_name, sbatc
 EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash or a file that could not
 be written (a full disk: the checkpoints are intact, run again to resume), 2 user error
 (bad config, override, environment variable, file or checkpoint), 75 preempted by
-SIGTERM/SIGUSR1 (a checkpoint was written: run the same command again to resume), 141
+SIGTERM/SIGUSR1 (a checkpoint was written: run the same command again to resume), 130
+stopped by Ctrl-C (the same: a checkpoint at the next step, a second Ctrl-C at once), 141
 standard output closed early (| head)
 """
 
@@ -50,9 +55,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """,
     ),
     "train": (
-        "train from a YAML recipe (a path or a shipped recipe's name); resumes from the "
-        "newest checkpoint",
+        "train a method on a model over a folder (composed defaults), or from a YAML recipe "
+        "(a path or a shipped recipe's name); resumes from the newest checkpoint",
         """\
+  hookbus train --method dino --model vit_tiny --data photos/ --out runs/dino_photos
+  hookbus train --method simclr --data photos/ --out runs/x --show > mine.yaml  # to edit
+  hookbus train --method byol --data digits optimizer.num_epochs=20
   hookbus train simclr_digits                      # a shipped recipe, by name
   hookbus train configs/simclr_digits.yaml         # a YAML file
   hookbus train configs/simclr_digits.yaml optimizer.num_epochs=2 checkpoint.dir=runs/try
@@ -94,6 +102,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": (
         "write a checkpoint's backbone as a plain state dict (torchvision / small CNN)",
         """\
+  hookbus export runs/moco_digits backbone.pth       # a run directory: its newest checkpoint
   hookbus export runs/moco_digits/checkpoint.torch backbone.pth
   hookbus export runs/byol_r50/checkpoint.torch resnet50.pth   # resnet50().load_state_dict
 """,
@@ -172,7 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "-o", "--output", help="where to write the PNG (default: RUN_DIR/curves.png)"
             )
         elif name == "export":
-            command.add_argument("checkpoint", help="a hookbus checkpoint")
+            command.add_argument(
+                "checkpoint", help="a hookbus checkpoint, or a run directory (its newest)"
+            )
             command.add_argument("out", help="where to write the state dict (.pth)")
         elif name == "embed":
             _embed_arguments(command)
@@ -206,10 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
                 "--show", metavar="NAME", help="print the recipe NAME's YAML, exactly as shipped"
             )
         elif name != "schema":
+            composes = name in COMPOSING
             command.add_argument(
                 "config",
                 metavar="RECIPE",
-                help="a YAML recipe's path, or a shipped recipe's name (hookbus recipes)",
+                nargs="?" if composes else None,
+                help="a YAML recipe's path, or a shipped recipe's name (hookbus recipes)"
+                + (", or a short YAML of method, model, data and out" if composes else ""),
             )
             command.add_argument(
                 "overrides",
@@ -217,8 +231,42 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="KEY=VALUE",
                 help="dotted overrides, e.g. optimizer.lr=0.3",
             )
+        if name in COMPOSING:
+            _composition_arguments(command, show=name == "train")
         command.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return parser
+
+
+COMPOSING = ("train", "validate", "hooks")
+"""The commands that compose a config from --method, --model and --data."""
+
+
+def _composition_arguments(command: argparse.ArgumentParser, *, show: bool) -> None:
+    """``--method``, ``--model``, ``--data``, ``--out`` (and ``--show``): a composed run
+    (:mod:`hookbus.compose`) in place of a recipe."""
+    group = command.add_argument_group(
+        "a composed run (in place of RECIPE; KEY=VALUE overrides go on top)"
+    )
+    group.add_argument(
+        "--method", help="the SSL method: simclr, moco, byol, swav, dino, dinov2, mae, ..."
+    )
+    group.add_argument(
+        "--model",
+        help="the backbone: resnet18, vit_tiny, small_cnn, tv:NAME, timm:NAME (default: "
+        "resnet18; small_cnn for digits)",
+    )
+    group.add_argument(
+        "--data", help="a folder of images (read recursively, without labels), or digits"
+    )
+    group.add_argument(
+        "--out", help="the run directory (checkpoint.dir; default runs/METHOD_MODEL_DATA)"
+    )
+    if show:
+        group.add_argument(
+            "--show",
+            action="store_true",
+            help="print the composed config (a recipe to edit) and train nothing",
+        )
 
 
 def _sbatch_arguments(command: argparse.ArgumentParser) -> None:
@@ -391,12 +439,13 @@ def _command(args: argparse.Namespace) -> int:
 
             print("\n".join(model_lines(args.pattern, pretrained=args.pretrained)))
             return 0
-        if hasattr(args, "config"):
+        _composition_or_recipe(args)
+        if getattr(args, "config", None) is not None:
             args.config = resolve_recipe(args.config)
         nproc = _processes_to_launch(args)
         if nproc > 1:
-            forwarded = ["train", args.config, *args.overrides, *(["-q"] if args.quiet else [])]
-            return launch_local(forwarded, nproc)
+            forwarded = ["train", *_train_source(args), *args.overrides]
+            return launch_local([*forwarded, *(["-q"] if args.quiet else [])], nproc)
         # Loaded here, not at the top: it imports torch, ignite and the trainer (about
         # 5 s on 2 cores), which --help, a bad argument and the launcher's parent never need.
         from hookbus.commands import run
@@ -405,15 +454,24 @@ def _command(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WriteFailure, CollectiveFailure, MachineFailure, FloatingPointError) as exc:
+    except (
+        WriteFailure,
+        CollectiveFailure,
+        MachineFailure,
+        InputChangedError,
+        FloatingPointError,
+    ) as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except InterruptedRun as exc:
+        print(f"hookbus {args.command}: interrupted: {exc}", file=sys.stderr)
+        return INTERRUPTED_EXIT_STATUS
     except PreemptedError as exc:
         print(f"hookbus {args.command}: preempted: {exc}", file=sys.stderr)
         return PREEMPTED_EXIT_STATUS
     except KeyboardInterrupt:
         print(f"hookbus {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT_STATUS
 
 
 def _recipes(args: argparse.Namespace) -> int:
@@ -450,9 +508,50 @@ def _processes_to_launch(args: argparse.Namespace) -> int:
     """For ``train`` outside a launched rank: ``distributed.nproc_per_node``; else 1.
     For ``train``, the launch environment variables are checked first (one line naming
     a malformed one, exit status 2)."""
-    if args.command != "train" or launch_environment().launched:
+    if args.command != "train" or launch_environment().launched or args.show:
         return 1
-    return load_config(args.config, args.overrides).distributed.nproc_per_node
+    from hookbus.compose import run_config
+
+    return run_config(args).config.distributed.nproc_per_node
+
+
+def _composition_or_recipe(args: argparse.Namespace) -> None:
+    """Check that a composing command got a RECIPE or ``--method``, not both; a first
+    override taken for the RECIPE (``--method dino optimizer.lr=0.1``) goes back to the
+    overrides; ``--out`` alone moves a recipe's run directory (``checkpoint.dir``)."""
+    if args.command not in COMPOSING:
+        return
+    if args.method is None:
+        if args.model is not None or args.data is not None:
+            raise ConfigError(
+                f"hookbus {args.command}: --model and --data compose a run with --method "
+                "(--method simclr, say), or name a RECIPE"
+            )
+        if args.config is None:
+            raise ConfigError(
+                f"hookbus {args.command}: name a RECIPE (hookbus recipes lists them), or "
+                "compose one: --method M --model X --data DIR"
+            )
+        if args.out is not None:
+            args.overrides.append(f"checkpoint.dir={args.out}")
+        return
+    if args.config is not None:
+        if "=" not in args.config:
+            raise ConfigError(
+                f"hookbus {args.command}: give a RECIPE ({args.config}) or --method "
+                f"{args.method}, not both"
+            )
+        args.overrides.insert(0, args.config)
+        args.config = None
+
+
+def _train_source(args: argparse.Namespace) -> list[str]:
+    """The arguments that name what ``train`` trains: the RECIPE, or the composition."""
+    if args.config is not None:
+        return [args.config]
+    chosen = [("--method", args.method), ("--model", args.model), ("--data", args.data)]
+    chosen.append(("--out", args.out))
+    return [part for flag, value in chosen if value is not None for part in (flag, value)]
 
 
 def _one_line(exc: BaseException) -> str:

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
+from hookbus.compose import run_config
 from hookbus.embed_output import check_output, output_format
 from hookbus.engine import distributed
-from hookbus.engine.config_io import load_config
+from hookbus.engine.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.distributed import collective_failure
-from hookbus.engine.errors import CollectiveFailure
+from hookbus.engine.errors import CheckpointError, CollectiveFailure
 from hookbus.engine.handler_order import handler_priorities
 from hookbus.engine.priorities import priority_label
 from hookbus.export import export_backbone
@@ -34,6 +36,8 @@ from hookbus.report import write_report
 from hookbus.run_summary import RunSummary
 from hookbus.trainer import SSLTrainer
 
+logger = logging.getLogger("hookbus")
+
 
 def run(args: argparse.Namespace) -> int:
     """Run ``args.command``; returns the exit status. A collective that failed because
@@ -48,7 +52,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    trainer = SSLTrainer(load_config(args.config, args.overrides))
+    composed = run_config(args)
+    if args.show:
+        sys.stdout.write(composed.yaml())
+        return 0
+    for note in composed.notes:
+        logger.info("%s", note)
+    trainer = SSLTrainer(composed.config)
     summary = RunSummary().attach(trainer.engine)
     state = trainer.train()
     if state.rank == 0:
@@ -57,15 +67,18 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config, args.overrides)
+    composed = run_config(args)
+    for note in composed.notes:
+        logger.info("%s", note)
+    cfg = composed.config
     trainer = SSLTrainer(cfg)
     prepare_task(trainer.state, cfg)
-    print(f"{args.config}: valid")
+    print(f"{args.config or composed.command.removeprefix('composed by hookbus: ')}: valid")
     return 0
 
 
 def _hooks(args: argparse.Namespace) -> int:
-    trainer = SSLTrainer(load_config(args.config, args.overrides))
+    trainer = SSLTrainer(run_config(args).config)
     for event, handlers in handler_priorities(trainer.engine).items():
         listed = ", ".join(f"{name} ({priority_label(level)})" for name, level in handlers) or "-"
         print(f"{event:<18} {listed}")
@@ -93,7 +106,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    weights = export_backbone(Path(args.checkpoint), Path(args.out))
+    weights = export_backbone(run_checkpoint(Path(args.checkpoint)), Path(args.out))
     print(f"wrote {args.out}: {len(weights)} tensors of the backbone")
     return 0
 
@@ -101,8 +114,7 @@ def _export(args: argparse.Namespace) -> int:
 def _embed(args: argparse.Namespace) -> int:
     # Loaded here, not at the top: it imports torchvision's transforms (about a second),
     # which the other commands of a run on tensors never need.
-    from hookbus.embed import embed_images, save_embeddings
-    from hookbus.embed_data import find_images
+    from hookbus.embed import embed_images, find_images, save_embeddings
 
     out = Path(args.out)
     output_format(out, args.format)
@@ -190,6 +202,20 @@ def _shard(args: argparse.Namespace) -> int:
     classes = f"{len(written.classes)} classes" if written.classes else "no classes"
     print(f"wrote {args.out}: {written.images} images ({classes}) in {written.shards} shards")
     return 0
+
+
+def run_checkpoint(source: Path) -> Path:
+    """``source``, or for a run directory its newest valid checkpoint (as ``hookbus
+    embed`` and ``hookbus eval`` read a run directory); CheckpointError when it has none."""
+    if not source.is_dir():
+        return source
+    found = newest_valid_checkpoint(source)
+    if found is None:
+        raise CheckpointError(
+            f"no checkpoint in {source} (a run directory holds phase*.torch; give a run "
+            "directory or a checkpoint)"
+        )
+    return found[0]
 
 
 _COMMANDS = {

@@ -78,8 +78,9 @@ def embed_images(
     ``source`` is a checkpoint, a run directory (its newest checkpoint) or an exported
     backbone (``hookbus export``) with ``recipe``, the recipe of its run (see
     :func:`hookbus.embed_source.load_encoder`). ``images`` is an image file or a folder,
-    or a list of them (or what :func:`~hookbus.embed_data.find_images` found in them): a
-    folder stands for the image files under it, recursively, in sorted order. Each image
+    or a list of them, or what :func:`~hookbus.embed_data.find_images` found in them
+    (whose walk already refused or listed what it could not use): a folder stands for
+    the image files under it, recursively, in sorted order. Each image
     is read as RGB, resized so its shorter side is ``image_size / 0.875``,
     center-cropped to ``image_size`` (default: the run's ``data.image_size``; at most
     :data:`~hookbus.engine.config.MAX_PIXELS`) and normalised with the run's
@@ -195,8 +196,6 @@ def _batches(loader: Iterable[Batch]) -> Iterator[Batch]:
         except StopIteration:
             return
         except (RuntimeError, OSError) as exc:
-            if isinstance(exc, UserError):
-                raise
             reason = " ".join(str(exc).split())[:200]
             raise MachineFailure(
                 f"embed's image loading failed: {reason}; lower --num-workers or --batch-size"

@@ -72,6 +72,12 @@ def export_backbone(
             "(model.backbone.vit.registers), which torchvision's VisionTransformer has no "
             "place for; load the checkpoint's model into hookbus's ViT instead"
         )
+    if cfg.from_python.backbone is None and not backbone.vit.class_token:
+        raise UserError(
+            f"{checkpoint}: its ViT has no class token (model.backbone.vit.class_token "
+            "false), which torchvision's VisionTransformer needs; load the checkpoint's "
+            "model into hookbus's ViT instead"
+        )
     if cfg.from_python.backbone is None:
         built = BACKBONES.get(backbone.name)(backbone)
         check_weights("model", weights, built.state_dict(), str(checkpoint))

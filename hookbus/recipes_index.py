@@ -12,21 +12,35 @@ fast as ``hookbus --help``.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
-from importlib.resources import files
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hookbus.engine.config import Config
-from hookbus.engine.errors import ConfigError
+from hookbus.engine.recipe_names import (
+    LIST_HINT,
+    RECIPES_PACKAGE,
+    SUFFIXES,
+    recipe_path,
+    recipe_paths,
+    recipes_dir,
+    resolve_recipe,
+)
 
-RECIPES_PACKAGE = "hookbus.recipes"
-"""The package whose ``*.yaml`` files are the shipped recipes."""
-SUFFIXES = (".yaml", ".yml")
-LIST_HINT = "hookbus recipes lists them"
+__all__ = [
+    "LIST_HINT",
+    "RECIPES_PACKAGE",
+    "SUFFIXES",
+    "RecipeSummary",
+    "recipe_path",
+    "recipe_paths",
+    "recipe_table",
+    "recipe_text",
+    "recipes_dir",
+    "resolve_recipe",
+    "summarize",
+]
 
 
 @dataclass(frozen=True)
@@ -39,53 +53,9 @@ class RecipeSummary:
     data: str
 
 
-def recipes_dir() -> Path:
-    """The folder the shipped recipes are installed in (``configs/`` in a checkout)."""
-    return Path(str(files(RECIPES_PACKAGE)))
-
-
-def recipe_paths() -> dict[str, Path]:
-    """``{name: file}`` of every shipped recipe, sorted by name (the name is the stem)."""
-    found = (path for path in recipes_dir().iterdir() if path.suffix in SUFFIXES)
-    return {path.stem: path for path in sorted(found, key=lambda path: path.stem)}
-
-
-def recipe_path(name: str) -> Path:
-    """The file of the shipped recipe ``name`` (with or without ``.yaml``).
-
-    Raises :class:`ConfigError` naming the closest recipe names when there is none.
-    """
-    paths = recipe_paths()
-    stem = _strip_suffix(name)
-    if stem in paths:
-        return paths[stem]
-    raise ConfigError(f"no recipe named {name!r}; {_suggest(stem, paths)}")
-
-
 def recipe_text(name: str) -> str:
     """The YAML text of the shipped recipe ``name``, exactly as it ships."""
     return recipe_path(name).read_text(encoding="utf-8")
-
-
-def resolve_recipe(argument: str) -> str:
-    """The YAML file a command line's RECIPE argument means.
-
-    An existing file at ``argument`` wins; then a shipped recipe's name, with or without
-    ``.yaml`` (a bare name only: ``configs/x.yaml`` is a path); else :class:`ConfigError`
-    (exit status 2) with the closest recipe names. An existing directory that is not a
-    recipe's name is returned as it is, for the config reader to report.
-    """
-    path = Path(argument)
-    paths = recipe_paths()
-    name = _strip_suffix(argument) if path.name == argument else None
-    if path.exists() and not (path.is_dir() and name in paths):
-        return argument
-    if name in paths:
-        return str(paths[name])
-    raise ConfigError(
-        f"config file not found: {argument!r} is neither a file nor a recipe name; "
-        + _suggest(_strip_suffix(path.name), paths)
-    )
 
 
 def summarize(name: str, text: str) -> RecipeSummary:
@@ -133,17 +103,3 @@ def recipe_table() -> list[str]:
 def _section(raw: dict[str, Any], key: str) -> dict[str, Any]:
     value = raw.get(key)
     return value if isinstance(value, dict) else {}
-
-
-def _strip_suffix(name: str) -> str:
-    for suffix in SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
-def _suggest(name: str, paths: dict[str, Path]) -> str:
-    close = difflib.get_close_matches(name, list(paths), n=4, cutoff=0.6)
-    if not close:
-        return "hookbus recipes lists the recipe names"
-    return f"did you mean {', '.join(close)}? ({LIST_HINT})"

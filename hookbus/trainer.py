@@ -25,7 +25,12 @@ from hookbus.engine.config import Config
 from hookbus.engine.config_io import config_to_yaml
 from hookbus.engine.distributed import check_device
 from hookbus.engine.end_of_run import end_work_owed, owe_end_work, settle_end_work
-from hookbus.engine.errors import CheckpointWriteError, ConfigError, PreemptedError
+from hookbus.engine.errors import (
+    CheckpointWriteError,
+    ConfigError,
+    InterruptedRun,
+    PreemptedError,
+)
 from hookbus.engine.events import SSLEvents
 from hookbus.engine.handler_order import add_handler, hook_plan
 from hookbus.engine.hook import Hook
@@ -33,7 +38,7 @@ from hookbus.engine.imports import import_user_modules
 from hookbus.engine.lr_scheduler import lr_scheduler_name
 from hookbus.engine.machine import ProcessSettings, configure_process, restore_settings
 from hookbus.engine.phases import PhaseEnd, build_phase_plan, phase_label
-from hookbus.engine.preemption import PreemptionGuard, Stops, agreed_stops
+from hookbus.engine.preemption import CTRL_C, PreemptionGuard, Stops, agreed_stops
 from hookbus.engine.priorities import Priority
 from hookbus.engine.registry import UnknownNameError
 from hookbus.engine.run_lock import RunLock, check_run_dir
@@ -249,9 +254,9 @@ class SSLTrainer:
         if finished and not end_work_owed(state.run_dir):
             logger.warning(
                 "training already complete: %s holds the final checkpoint (phase %d of %d), "
-                "nothing to train. To train longer, raise optimizer.num_epochs (the run goes "
-                "on from that checkpoint); to start afresh, set checkpoint.dir to a new "
-                "directory",
+                "nothing to train. To train longer, raise optimizer.num_epochs with "
+                "checkpoint.change_finished=true (the run goes on from that checkpoint); to "
+                "start afresh, set checkpoint.dir to a new directory",
                 state.run_dir,
                 state.phase_idx + 1,
                 len(state.phases),
@@ -291,7 +296,8 @@ class SSLTrainer:
         engine.fire_event(Events.STARTED)
         ended = self._run_phases(start)
         if ended is PhaseEnd.PREEMPTED:
-            raise PreemptedError(preempted_line(state))
+            stop = InterruptedRun if state.stop_requested == CTRL_C else PreemptedError
+            raise stop(preempted_line(state))
         if ended is PhaseEnd.STOPPED:
             if sweep is None:
                 logger.warning("%s", stop_line(state))

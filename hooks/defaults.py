@@ -28,6 +28,7 @@ from hookbus.hooks.registry import HOOKS
 from hookbus.hooks.summary_plot import SummaryPlotHook
 from hookbus.hooks.tensorboard import TensorBoardHook
 from hookbus.hooks.timing import TimingHook
+from hookbus.hooks.unreadable_images import UnreadableImagesHook
 from hookbus.hooks.wandb_tracker import WandbHook
 
 for _module in pkgutil.iter_modules(method_hook_modules.__path__):
@@ -67,6 +68,7 @@ OPTIONAL_HOOKS: tuple[OptionalHook, ...] = (
     ),
     OptionalHook("hooks.wandb.enabled", WandbHook.from_config),
     OptionalHook("hooks.mlflow.enabled", MlflowHook.from_config),
+    OptionalHook("data.folder.skip_unreadable", UnreadableImagesHook.from_config),
 )
 """The standard hooks a config turns on, in attach order."""
 
@@ -80,7 +82,8 @@ def default_hooks(cfg: Config) -> list[Hook]:
     ``hooks.<name>.enabled``; CUDA cache clearing when ``model.cuda_cache.clear_cuda_cache``;
     the evaluation report, the online linear probe, the W&B and MLflow trackers when their
     ``hooks.<name>.enabled`` (a ConfigError naming the extra to install when a tracker's
-    package is missing); then every ``hooks.extra`` entry, built by name with its
+    package is missing); the unreadable-images hook when ``data.folder.skip_unreadable``;
+    then every ``hooks.extra`` entry, built by name with its
     ``params``.
     """
     hooks: list[Hook] = [TimingHook.from_config(cfg), MeterSyncHook(), *method_hooks(cfg)]

@@ -49,8 +49,10 @@ class LogHook(Hook):
     event               reads                                logs
     ==================  ===================================  ==================================
     ``on_start``        ``run_dir``, ``resumed_from``,       where the run is and where it
-                        ``device``, ``world_size``,          starts from; opens ``log.txt``
-                        ``phases``
+                        ``device``, ``world_size``,          starts from, the weights file
+                        ``phases``, ``cfg``                  its backbone loaded (or that a
+                                                             linear evaluation's backbone is
+                                                             random); opens ``log.txt``
     ``on_step``         ``train``, ``iteration``,            every ``log_frequency`` train
                         ``phase_idx``, ``phase_name``,       iterations: epoch, iteration,
                         ``train_phase_idx``, ``loss``,       loss, lr, mean batch time, data
@@ -112,6 +114,8 @@ class LogHook(Hook):
             state.world_size,
             len(state.phases),
         )
+        for line in weights_lines(state.cfg):
+            logger.info("%s", line)
 
     @rank_zero_only
     def on_step(self, engine: RunEngine) -> None:
@@ -191,3 +195,21 @@ class LogHook(Hook):
         with contextlib.suppress(OSError):  # each line was flushed: closing writes nothing new
             handler.stream.close()
         logger.setLevel(self._saved_level)
+
+
+def weights_lines(cfg: Config) -> list[str]:
+    """The lines naming the weights file the backbone started from (each key that names
+    one, with its absolute path), or saying that a linear evaluation or fine-tuning
+    starts from a random backbone."""
+    model = cfg.model
+    lines = []
+    for key, enabled, path in (
+        ("model.backbone.weights", True, model.backbone.weights),
+        ("model.linear_eval.checkpoint", model.linear_eval.enabled, model.linear_eval.checkpoint),
+        ("model.fine_tune.checkpoint", model.fine_tune.enabled, model.fine_tune.checkpoint),
+    ):
+        if enabled and path is not None:
+            lines.append(f"backbone weights loaded from {Path(path).resolve()} ({key})")
+        elif enabled and key != "model.backbone.weights" and model.backbone.weights is None:
+            lines.append(f"{key} is not set: the backbone is evaluated at its random init")
+    return lines

@@ -135,6 +135,7 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
     classes = data_classes(train.dataset)
     if classes is None:
         return
+    check_labels_for_evaluation(classes, data_classes(loaders["test"].dataset), cfg)
     probe = cfg.hooks.online_probe
     for key, enabled, configured in (
         ("model.linear_eval", cfg.model.linear_eval.enabled, cfg.model.linear_eval.num_classes),
@@ -153,6 +154,26 @@ def check_loaders_fit_the_data(loaders: dict[str, DataLoader], cfg: Config) -> N
                 f"{key}.num_classes is {configured}, but the {data} train data has "
                 f"{classes} classes: set {key}.num_classes={classes}"
             )
+
+
+def check_labels_for_evaluation(train: int, test: int | None, cfg: Config) -> None:
+    """Raise a ConfigError when a part that scores the encoder with labels is on, but the
+    images have none (an image folder read without labels: ``train`` or ``test`` classes
+    0): the kNN meter (its memory is the train split, its queries the test split) and the
+    end-of-run evaluation report. Refused here, at validation, never after an epoch."""
+    data = cfg.from_python.train_data or cfg.data.name
+    for key, enabled in (
+        ("meters.knn", cfg.meters.knn.enabled),
+        ("hooks.evaluation_report", cfg.hooks.evaluation_report.enabled),
+    ):
+        if not enabled or (train and test != 0):
+            continue
+        split = "train" if not train else "test"
+        raise ConfigError(
+            f"{key} needs labelled images, but the {data} {split} images have no labels "
+            f"(an unlabelled folder): set {key}.enabled=false and evaluate the trained "
+            "encoder with hookbus eval RUN LABELLED_FOLDER, or give the images class folders"
+        )
 
 
 def prepare_task(state: RunState, cfg: Config, parts: PythonParts | None = None) -> None:

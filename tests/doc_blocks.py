@@ -209,8 +209,13 @@ def output_matches(expected: list[str], actual: list[str]) -> bool:
     return same and output_matches(expected[1:], actual[1:])
 
 
-TRAIN_COMMAND = re.compile(r"hookbus train[ \t]+(\S+)((?:[ \t]+(?!-)[^\s'&|;]+)*)")
+TRAIN_COMMAND = re.compile(r"hookbus train[ \t]+(?!-)(\S+)((?:[ \t]+(?!-)[^\s'&|;]+)*)")
 """A ``hookbus train`` command: its recipe and its overrides, up to the end of its line."""
+COMPOSED_TRAIN = re.compile(
+    r"hookbus train((?:[ \t]+--(?:method|model|data|out)[ \t]+[^\s'&|;]+)+)"
+    r"((?:[ \t]+(?!-)[^\s'&|;]+)*)"
+)
+"""A composed ``hookbus train --method M --model X --data DIR``: its choices and overrides."""
 PYTHON_FILE = re.compile(r"python\s+((?:benchmarks|examples|tests)/\S+\.py)")
 MAKE_TARGET = re.compile(r"(?:^|\s)make\s+([\w-]+)")
 
@@ -236,6 +241,9 @@ def validations(block: Block) -> list[list[str]]:
     check = ["hookbus", "hooks" if block.marker == "network" else "validate"]
     return [
         [*check, recipe, *overrides.split()] for recipe, overrides in TRAIN_COMMAND.findall(text)
+    ] + [
+        [*check, *choices.split(), *overrides.split()]
+        for choices, overrides in COMPOSED_TRAIN.findall(text)
     ]
 
 

@@ -51,7 +51,11 @@ def photo_settings(folder: Path, size: int = 32) -> dict[str, Any]:
             "pipeline": "crop_first",
             "image_size": size,
             "num_workers": 0,
-            "folder": {"train_dir": str(folder / "train"), "test_dir": str(folder / "test")},
+            "folder": {
+                "train_dir": str(folder / "train"),
+                "test_dir": str(folder / "test"),
+                "labels": "class_folders",
+            },
         },
         "model": {"backbone": {"width": 4, "in_channels": 3}, "head": {"dims": [16, 16, 8]}},
     }

@@ -50,6 +50,11 @@ def _photographs() -> dict[str, Image.Image]:
     return {name: Image.open(images / f"{name}.jpg").convert("RGB") for name in CLASSES}
 
 
+def photograph(name: str) -> Image.Image:
+    """The photograph ``name`` (one of :data:`CLASSES`) of ``load_sample_images()``, RGB."""
+    return _photographs()[name].copy()
+
+
 def _random_crop(photo: Image.Image, size: int, rng: np.random.Generator) -> Image.Image:
     """A crop of ``photo`` at a random scale, aspect and position, flipped left-right
     half of the time, resized so its shorter side is ``size``."""

@@ -9,6 +9,7 @@ whole :class:`Config` in ``root``; the SSL methods' sections come from their ent
 
 from __future__ import annotations
 
+from hookbus.engine.config.backbone import BackboneConfig, ViTConfig
 from hookbus.engine.config.checkpoint import CheckpointConfig
 from hookbus.engine.config.data import (
     AugmentConfig,
@@ -55,7 +56,6 @@ from hookbus.engine.config.methods import (
 )
 from hookbus.engine.config.model import (
     AmpConfig,
-    BackboneConfig,
     CompileConfig,
     CudaCacheConfig,
     HeadConfig,
@@ -64,7 +64,6 @@ from hookbus.engine.config.model import (
     ModelRuntime,
     PredictorConfig,
     PrototypesConfig,
-    ViTConfig,
 )
 from hookbus.engine.config.optimizer import OptimizerConfig
 from hookbus.engine.config.root import (

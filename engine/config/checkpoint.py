@@ -31,6 +31,12 @@ class CheckpointConfig(Section):
         return value
 
     auto_resume: bool = Field(True, description="resume from the newest checkpoint in dir")
+    change_finished: bool = Field(
+        False,
+        description="let a run whose newest checkpoint is its last (a finished run) go on "
+        "with another config (more epochs, say); false: such a rerun is refused, naming "
+        "each changed key, so a finished run is never changed by accident",
+    )
     async_write: bool = Field(
         False,
         description="copy the state to host memory at the step and write it on a background "

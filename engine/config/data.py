@@ -137,10 +137,41 @@ class ImageFolderConfig(Section):
     """Where the ``image_folder`` data set reads its images."""
 
     train_dir: Path | None = Field(
-        None, description="train images: a folder of class folders, or a flat folder"
+        None,
+        description="train images: every image under it, at any depth (or its class "
+        "folders: labels)",
     )
     test_dir: Path | None = Field(
-        None, description="test images, class folders named as in train_dir; None: train_dir"
+        None,
+        description="test images, read as train_dir is (class folders named as there); "
+        "None: train_dir",
+    )
+    labels: Literal["none", "class_folders"] = Field(
+        "none",
+        description="none: the images are unlabelled, read recursively, loose or in "
+        "folders; class_folders: the folders directly in train_dir and test_dir are the "
+        "classes (for kNN meters, linear evaluation, fine-tuning)",
+    )
+    skip_unreadable: bool = Field(
+        False,
+        description="false: an image that cannot be decoded (truncated, garbled) stops the "
+        "run with one line naming it; true: it is skipped (another image of its batch "
+        "takes its place), listed in unreadable_images.txt in the run directory and "
+        "counted at the end, up to the max_unreadable bounds",
+    )
+    max_unreadable_count: int | None = Field(
+        None,
+        ge=0,
+        le=10**9,
+        description="with skip_unreadable: the run stops once more images than this were "
+        "skipped; null: no bound by count",
+    )
+    max_unreadable_fraction: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="with skip_unreadable: the run stops once more than this fraction of "
+        "the train images were skipped",
     )
 
 
@@ -224,6 +255,10 @@ class DataConfig(Section):
             raise ValueError(
                 "data.name image_folder needs data.pipeline: crop_first or torchvision (its "
                 "images differ in size, so each is cropped on its own)"
+            )
+        if self.folder.skip_unreadable and self.name != "image_folder":
+            raise ValueError(
+                f"data.folder.skip_unreadable is for data.name image_folder, not {self.name}"
             )
         if self.augment_device != "cpu" and self.pipeline != "crop_first":
             raise ValueError(

@@ -3,15 +3,17 @@ targets, a KoLeo regulariser and layer-wise learning-rate decay."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from hookbus.engine.composition import Setting
 from hookbus.engine.methods import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Section
 from hookbus.methods.ibot import (
     centering_params,
     check_vit,
+    compose_masked_distillation,
     freeze_params,
     patch_centering_params,
     teacher_params,
@@ -76,6 +78,18 @@ def check_dinov2(cfg: Config) -> None:
             )
 
 
+def compose_dinov2(setting: Setting) -> dict[str, Any]:
+    """DINOv2: :func:`~hookbus.methods.ibot.compose_masked_distillation` with
+    Sinkhorn-Knopp teacher targets (3 iterations) and the KoLeo loss at 0.1."""
+    composed = compose_masked_distillation(setting, "dinov2")
+    composed["loss"]["dinov2"] = {
+        "centering": "sinkhorn_knopp",
+        "sinkhorn_iterations": 3,
+        "koleo_weight": 0.1,
+    }
+    return composed
+
+
 DINOV2 = register_method(
     MethodSpec(
         name="dinov2",
@@ -103,6 +117,7 @@ DINOV2 = register_method(
         ),
         check=check_dinov2,
         model="hookbus.parts.models.masked_distillation:build_masked_distillation",
+        compose=compose_dinov2,
         order=52,
     )
 )

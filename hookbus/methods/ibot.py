@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
+from hookbus.engine.composition import Setting, multi_crop
 from hookbus.engine.methods import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Decay, Section
+from hookbus.methods.dino import dino_head, dino_loss
 
 if TYPE_CHECKING:
     from hookbus.engine.config import Config
@@ -99,6 +101,30 @@ def freeze_params(cfg: Config) -> dict[str, Any]:
     return {"epochs": cfg.loss.dino.freeze_last_layer_epochs}
 
 
+def compose_masked_distillation(setting: Setting, method: str) -> dict[str, Any]:
+    """iBOT and DINOv2 (hookbus's ViTs only): DINO's head, last layer, teacher and small
+    views (:func:`~hookbus.methods.dino.compose_dino`), and half of the global views
+    masked at 10% to 50% of their patches (the digits recipes')."""
+    setting.needs_patch_tokens(method)
+    return {
+        "data": {"small_views": multi_crop(setting, 2 if setting.laptop else 4)},
+        "model": dino_head(setting),
+        "loss": {
+            "dino": dino_loss(setting),
+            "ibot": {"mask_probability": 0.5, "mask_ratio": [0.1, 0.5], "loss_weight": 1.0},
+        },
+    }
+
+
+def compose_ibot(setting: Setting) -> dict[str, Any]:
+    """iBOT: :func:`compose_masked_distillation` with running class and patch centers at
+    momentum 0.9."""
+    composed = compose_masked_distillation(setting, "ibot")
+    composed["loss"]["dino"]["center_momentum"] = 0.9
+    composed["loss"]["ibot"]["patch_center_momentum"] = 0.9
+    return composed
+
+
 IBOT = register_method(
     MethodSpec(
         name="ibot",
@@ -121,6 +147,7 @@ IBOT = register_method(
         ),
         check=check_vit,
         model="hookbus.parts.models.masked_distillation:build_masked_distillation",
+        compose=compose_ibot,
         order=54,
     )
 )

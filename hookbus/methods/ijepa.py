@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from hookbus.engine.composition import Setting, crop_only, ema_momentum
 from hookbus.engine.methods import MethodHook, MethodSpec, ModelSection, Views, register_method
 from hookbus.engine.section import MomentumSchedule, Positive, TokenTransformerSection
 
@@ -38,6 +39,12 @@ class IjepaConfig(MomentumSchedule):
     )
     min_context_patches: int = Field(
         10, ge=1, le=1_000_000, description="fewest patches a context keeps outside the targets"
+    )
+    block_placement: Literal["anywhere", "authors"] = Field(
+        "anywhere",
+        description="where a block may lie: anywhere it fits, or authors (the authors' "
+        "code: a top-left corner drawn from [0, H - h), so no block touches the last row "
+        "or column of the patch grid; set in both I-JEPA recipes)",
     )
 
     @model_validator(mode="after")
@@ -97,6 +104,46 @@ def check_ijepa(cfg: Config) -> None:
         )
 
 
+def compose_ijepa(setting: Setting) -> dict[str, Any]:
+    """I-JEPA (hookbus's ViTs, or a timm ViT): one view cropped from 30% of the image and
+    nothing else, hookbus's ViT cut into an 8 x 8 grid of patches, a predictor 32 wide
+    with 2 blocks (192 and 6 with CUDA), 4 target blocks (2 on a grid under 8 x 8, which
+    must be 4 x 4 at least), a context of a sixth of the patches at least,
+    the target encoder's EMA from 0.99 (0.996 on large data) to 1 on a straight line,
+    weight decay 0.04 (the digits recipe's)."""
+    setting.needs_patch_tokens("ijepa", timm_vit=True)
+    patches = setting.patches
+    model: dict[str, Any] = {"ijepa_predictor": {"width": 32, "depth": 2, "heads": 4}}
+    if not setting.laptop:
+        model["ijepa_predictor"] = {"width": 192, "depth": 6, "heads": 6}
+    if setting.patch_tokens:
+        patch = max(1, setting.image_size // 8)
+        model["backbone"] = {"vit": {"patch_size": patch}}
+        patches = (setting.image_size // patch) ** 2
+    if patches < 16:
+        side = 4 * (setting.patch_size or 1)
+        raise ValueError(
+            f"method ijepa cuts target blocks and a context from a grid of patches, and "
+            f"{setting.image_size} pixels make {patches} patches of model {setting.backbone}: "
+            f"give a 4 x 4 grid at least (data.image_size={side})"
+        )
+    return {
+        "data": {"num_views": 1, "small_views": {"count": 0}, **crop_only(setting, (0.3, 1.0))},
+        "model": model,
+        "loss": {
+            "ijepa": {
+                "distance": "smooth_l1",
+                "momentum": ema_momentum(setting),
+                "final_momentum": 1.0,
+                "momentum_schedule": "linear",
+                "min_context_patches": max(2, patches // 6),
+                "target_blocks": 4 if patches >= 64 else 2,
+            }
+        },
+        "optimizer": {"weight_decay": 0.04},
+    }
+
+
 IJEPA = register_method(
     MethodSpec(
         name="ijepa",
@@ -124,6 +171,7 @@ IJEPA = register_method(
         ),
         check=check_ijepa,
         model="hookbus.parts.models.ijepa:build_jepa_model",
+        compose=compose_ijepa,
         order=110,
     )
 )

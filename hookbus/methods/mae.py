@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from hookbus.engine.composition import Setting, crop_only
 from hookbus.engine.methods import MethodSpec, ModelSection, Views, register_method
 from hookbus.engine.section import Section, TokenTransformerSection
 
@@ -63,6 +64,28 @@ def check_mae(cfg: Config) -> None:
         )
 
 
+def compose_mae(setting: Setting) -> dict[str, Any]:
+    """MAE (hookbus's ViTs only): one view, a random crop and nothing else, 75% of the
+    patches masked, a decoder of width 64, 2 blocks and 4 heads (256 wide, 4 blocks, 8
+    heads on a machine with CUDA), the pixels' own normalisation off on tiny images (as
+    the digits recipe), batches of 64 at most, weight decay 0.05."""
+    setting.needs_patch_tokens("mae")
+    decoder = {"width": 64, "depth": 2, "heads": 4}
+    if not setting.laptop:
+        decoder = {"width": 256, "depth": 4, "heads": 8}
+    return {
+        "data": {
+            "num_views": 1,
+            "small_views": {"count": 0},
+            "batch_size": min(setting.batch_size, 64),
+            **crop_only(setting, (0.5, 1.0)),
+        },
+        "model": {"mae_decoder": decoder},
+        "loss": {"mae": {"mask_ratio": 0.75, "norm_pix_loss": setting.image_size > 32}},
+        "optimizer": {"weight_decay": 0.05},
+    }
+
+
 MAE = register_method(
     MethodSpec(
         name="mae",
@@ -78,6 +101,7 @@ MAE = register_method(
         ),
         check=check_mae,
         model="hookbus.parts.models.mae:build_masked_autoencoder",
+        compose=compose_mae,
         order=100,
     )
 )

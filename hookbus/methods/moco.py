@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from hookbus.engine.composition import Setting, clamp, power_of_two_below
 from hookbus.engine.methods import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import MomentumSchedule
 
@@ -36,6 +37,23 @@ def _teacher(cfg: Config) -> dict[str, Any]:
     }
 
 
+def compose_moco(setting: Setting) -> dict[str, Any]:
+    """MoCo v2: a 512-128 head, temperature 0.2, a queue of about half the train images
+    (a power of two, 64 to 65,536: a queue longer than the data would hold an image's own
+    older keys), the key encoder's EMA from 0.99 (0.999 on large data) to 1."""
+    return {
+        "model": {"head": {"dims": ["backbone", 512, 128], "batch_norm": True}},
+        "loss": {
+            "moco": {
+                "temperature": 0.2,
+                "queue_size": clamp(power_of_two_below(setting.images / 2), 64, 65_536),
+                "momentum": 0.999 if setting.large_data else 0.99,
+                "final_momentum": 1.0,
+            }
+        },
+    }
+
+
 MOCO = register_method(
     MethodSpec(
         name="moco",
@@ -45,6 +63,7 @@ MOCO = register_method(
             MethodHook("momentum_teacher", _teacher, role="key encoder"),
             MethodHook("key_queue", lambda cfg: {"size": cfg.loss.moco.queue_size}),
         ),
+        compose=compose_moco,
         order=10,
     )
 )

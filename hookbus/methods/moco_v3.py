@@ -3,8 +3,11 @@ predictor's queries; no queue."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
+from hookbus.engine.composition import Setting, ema_momentum
 from hookbus.engine.methods import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import MomentumSchedule
 
@@ -16,6 +19,24 @@ class MocoV3Config(MomentumSchedule):
     temperature: float = Field(
         0.2, ge=1e-3, le=100, description="softmax temperature tau (the loss is scaled by 2 tau)"
     )
+
+
+def compose_moco_v3(setting: Setting) -> dict[str, Any]:
+    """MoCo v3: a 512-128 projector and predictor with BatchNorm, temperature 0.2, the
+    momentum encoder's EMA from 0.99 (0.996 on large data) to 1."""
+    return {
+        "model": {
+            "head": {"dims": ["backbone", 512, 128], "batch_norm": True},
+            "predictor": {"dims": [128, 512, 128], "batch_norm": True},
+        },
+        "loss": {
+            "moco_v3": {
+                "temperature": 0.2,
+                "momentum": ema_momentum(setting),
+                "final_momentum": 1.0,
+            }
+        },
+    }
 
 
 MOCO_V3 = register_method(
@@ -34,6 +55,7 @@ MOCO_V3 = register_method(
                 role="momentum encoder",
             ),
         ),
+        compose=compose_moco_v3,
         order=20,
     )
 )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
+from hookbus.engine.composition import Setting, clamp, power_of_two_below
 from hookbus.engine.methods import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Section
 
@@ -20,6 +23,23 @@ class NnclrConfig(Section):
     )
 
 
+def compose_nnclr(setting: Setting) -> dict[str, Any]:
+    """NNCLR: a 512-128 projector, a 512-wide predictor, temperature 0.1 and a support
+    set of about half the train images (a power of two, 64 to 65,536)."""
+    return {
+        "model": {
+            "head": {"dims": ["backbone", 512, 128], "batch_norm": True},
+            "predictor": {"dims": [128, 512, 128], "batch_norm": True},
+        },
+        "loss": {
+            "nnclr": {
+                "temperature": 0.1,
+                "queue_size": clamp(power_of_two_below(setting.images / 2), 64, 65_536),
+            }
+        },
+    }
+
+
 NNCLR = register_method(
     MethodSpec(
         name="nnclr",
@@ -33,6 +53,7 @@ NNCLR = register_method(
                 role="the support set of nearest neighbours",
             ),
         ),
+        compose=compose_nnclr,
         order=90,
     )
 )

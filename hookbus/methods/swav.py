@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
+from hookbus.engine.composition import Setting, clamp, multi_crop
 from hookbus.engine.methods import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Section
 
@@ -30,6 +33,28 @@ class SwavConfig(Section):
     )
 
 
+def compose_swav(setting: Setting) -> dict[str, Any]:
+    """SwAV: a 512-128 head, about one prototype per 40 train images (10 to 3000: 32 for
+    the digits, SwAV's 3000 for ImageNet), 2 small views, temperature 0.1, Sinkhorn-Knopp
+    at epsilon 0.05 for 3 iterations, the prototypes frozen for the first 10 steps."""
+    return {
+        "data": {"small_views": multi_crop(setting, 2)},
+        "model": {
+            "head": {"dims": ["backbone", 512, 128], "batch_norm": True},
+            "prototypes": {"count": clamp(setting.images // 40, 10, 3000)},
+        },
+        "loss": {
+            "swav": {
+                "temperature": 0.1,
+                "epsilon": 0.05,
+                "sinkhorn_iterations": 3,
+                "assign_views": 2,
+                "freeze_prototypes_iterations": 10,
+            }
+        },
+    }
+
+
 SWAV = register_method(
     MethodSpec(
         name="swav",
@@ -53,6 +78,7 @@ SWAV = register_method(
                 role="when `loss.swav.queue_size` > 0",
             ),
         ),
+        compose=compose_swav,
         order=40,
     )
 )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
+from hookbus.engine.composition import Setting
 from hookbus.engine.methods import MethodSpec, register_method
 from hookbus.engine.section import Section
 
@@ -26,4 +29,17 @@ class VicregConfig(Section):
     )
 
 
-VICREG = register_method(MethodSpec(name="vicreg", title="VICReg", section=VicregConfig, order=70))
+def compose_vicreg(setting: Setting) -> dict[str, Any]:
+    """VICReg: a 512-512-512 expander with BatchNorm and the paper's coefficients 25, 25
+    and 1."""
+    return {
+        "model": {"head": {"dims": ["backbone", 512, 512, 512], "batch_norm": True}},
+        "loss": {"vicreg": {"sim_coeff": 25.0, "std_coeff": 25.0, "cov_coeff": 1.0}},
+    }
+
+
+VICREG = register_method(
+    MethodSpec(
+        name="vicreg", title="VICReg", section=VicregConfig, compose=compose_vicreg, order=70
+    )
+)

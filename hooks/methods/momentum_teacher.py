@@ -58,7 +58,8 @@ class MomentumTeacherHook(Hook):
                         predictor, no gradients, on ``state.device`` (of a sharded
                         model: sharded the same way, from this rank's shards,
                         :func:`hookbus.parts.sharding.sharded_copy`); a teacher loaded
-                        from a checkpoint replaces the copy's weights
+                        from a checkpoint replaces the copy's weights; sets
+                        ``state.teacher`` to it
     ``on_forward``      runs the teacher (no gradient, in the phase's train/eval mode,
                         under the run's autocast) on the first ``views`` views of
                         ``state.last_batch`` (all when None), given the student's
@@ -130,6 +131,7 @@ class MomentumTeacherHook(Hook):
             (parameter, model_parameters[name]) for name, parameter in teacher.named_parameters()
         ]
         self.teacher = teacher
+        state.teacher = teacher
 
     def on_forward(self, engine: RunEngine) -> None:
         state = engine.state

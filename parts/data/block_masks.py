@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -30,6 +31,11 @@ CONTEXT_TRIES = 20
 TARGET_TRIES = 50
 """Sets of target blocks drawn for one image before the settings are declared unworkable."""
 
+BlockPlacement = Literal["anywhere", "authors"]
+"""Where a block's top-left corner may fall: ``anywhere`` it fits (``top`` in
+``0 .. H - h``), or as the authors' code draws it (``top`` in ``0 .. H - h - 1``), so that
+no block touches the last row or column of the grid."""
+
 
 @dataclass(frozen=True)
 class BlockMaskSettings:
@@ -39,7 +45,7 @@ class BlockMaskSettings:
     blocks, ``context_scale`` the context block (square); the paper's: 4 targets of
     0.15-0.2 of the image at aspect ratios 0.75-1.5, a context of 0.85-1.0.
     ``min_context`` is the fewest patches a context may keep once the targets are cut
-    out of it.
+    out of it. ``placement`` says where a block may lie (:data:`BlockPlacement`).
     """
 
     targets: int = 4
@@ -47,6 +53,7 @@ class BlockMaskSettings:
     target_aspect_ratio: tuple[float, float] = (0.75, 1.5)
     context_scale: tuple[float, float] = (0.85, 1.0)
     min_context: int = 10
+    placement: BlockPlacement = "anywhere"
 
 
 def block_settings(cfg: Config) -> BlockMaskSettings:
@@ -58,6 +65,7 @@ def block_settings(cfg: Config) -> BlockMaskSettings:
         target_aspect_ratio=section.target_aspect_ratio,
         context_scale=section.context_scale,
         min_context=section.min_context_patches,
+        placement=section.block_placement,
     )
 
 
@@ -93,12 +101,22 @@ def block_size(
     return min(max(h, 1), max(height - 1, 1)), min(max(w, 1), max(width - 1, 1))
 
 
-def place_block(generator: torch.Generator, grid: tuple[int, int], size: tuple[int, int]) -> Tensor:
-    """A boolean ``[H, W]`` map of one block of ``size`` at a uniformly drawn position
-    (every position where it fits: ``top`` in ``0 .. H - h``, ``left`` in ``0 .. W - w``)."""
+def place_block(
+    generator: torch.Generator,
+    grid: tuple[int, int],
+    size: tuple[int, int],
+    placement: BlockPlacement = "anywhere",
+) -> Tensor:
+    """A boolean ``[H, W]`` map of one block of ``size`` at a uniformly drawn position:
+    ``anywhere`` it fits (``top`` in ``0 .. H - h``, ``left`` in ``0 .. W - w``), or, with
+    ``placement`` ``authors``, ``top`` in ``0 .. H - h - 1`` and ``left`` in
+    ``0 .. W - w - 1``, as the authors' code: the last row and column stay free (a side
+    of the grid's full length, which :func:`block_size` never gives a grid of 2 or more,
+    is placed at 0)."""
     (height, width), (h, w) = grid, size
-    top = int(torch.randint(0, height - h + 1, (1,), generator=generator))
-    left = int(torch.randint(0, width - w + 1, (1,), generator=generator))
+    spare = 0 if placement == "anywhere" else 1
+    top = int(torch.randint(0, max(height - h + 1 - spare, 1), (1,), generator=generator))
+    left = int(torch.randint(0, max(width - w + 1 - spare, 1), (1,), generator=generator))
     block = torch.zeros(height, width, dtype=torch.bool)
     block[top : top + h, left : left + w] = True
     return block
@@ -116,10 +134,13 @@ def image_masks(
     at least ``settings.min_context`` patches. ``ValueError`` when no draw leaves that
     many."""
     for _ in range(TARGET_TRIES):
-        blocks = [place_block(generator, grid, target_size) for _ in range(settings.targets)]
+        blocks = [
+            place_block(generator, grid, target_size, settings.placement)
+            for _ in range(settings.targets)
+        ]
         covered = torch.stack(blocks).any(dim=0)
         for _ in range(CONTEXT_TRIES):
-            context = place_block(generator, grid, context_size) & ~covered
+            context = place_block(generator, grid, context_size, settings.placement) & ~covered
             if int(context.sum()) >= settings.min_context:
                 targets = [block.flatten().nonzero().squeeze(1) for block in blocks]
                 return context.flatten().nonzero().squeeze(1), targets

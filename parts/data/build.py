@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Sized
 from typing import TYPE_CHECKING, Any, cast
 
@@ -55,7 +56,15 @@ def _loader(
         # Its own generator: starting an epoch leaves the global torch RNG untouched,
         # so a run resumed mid-phase keeps the same random streams.
         generator=torch.Generator(),
+        worker_init_fn=ignore_ctrl_c if workers > 0 else None,
     )
+
+
+def ignore_ctrl_c(worker_id: int) -> None:
+    """A loader worker ignores Ctrl-C (SIGINT), which a terminal sends to the whole
+    process group: the run stops after the step's checkpoint, which the workers' batches
+    lead to (:mod:`hookbus.engine.preemption`), and shuts them down itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 PADDING_LABEL = -100
@@ -237,10 +246,12 @@ def _view_collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
     specs += [ViewSpec(small.size, small.crop_area, augment)] * small.count
     if data.pipeline == "crop_first":
         in_loader = data.augment_device == "cpu"
+        skip = data.name == "image_folder" and data.folder.skip_unreadable
+        options = {"finish_views": in_loader, "skip_unreadable": skip}
         return (
-            CropFirstCollate(specs, None, augment, seed, finish_views=in_loader),
-            CropFirstCollate(specs, data.image_size, augment, seed, finish_views=in_loader),
-            CropFirstCollate([], data.image_size, augment, seed),
+            CropFirstCollate(specs, None, augment, seed, **options),
+            CropFirstCollate(specs, data.image_size, augment, seed, **options),
+            CropFirstCollate([], data.image_size, augment, seed, skip_unreadable=skip),
         )
     view_transforms = [view_transform(spec.augment, spec.size, spec.crop_scale) for spec in specs]
     clean = clean_transform(augment, data.image_size)

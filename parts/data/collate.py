@@ -15,8 +15,10 @@ from hookbus.parts.data.shared import SharedInt
 Sample = tuple[Tensor, Tensor | int, int]
 """One data-set item: ``(image, label, index)``."""
 
-Batch = dict[str, Tensor | list[Tensor]]
-"""``{"views": [B, C, S, S] per view, "image": [B, C, S, S], "label": [B], "index": [B]}``."""
+Batch = dict[str, Tensor | list[Tensor] | list[str]]
+"""``{"views": [B, C, S, S] per view, "image": [B, C, S, S], "label": [B], "index": [B]}``
+(and ``"unreadable"``, the lines naming the images a batch skipped, when it skipped any:
+:mod:`~hookbus.parts.data.unreadable`)."""
 
 
 class ViewCollate:

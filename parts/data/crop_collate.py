@@ -14,6 +14,7 @@ from torch import Tensor
 from torch.utils.data import get_worker_info
 
 from hookbus.engine.config import TorchvisionAugmentConfig
+from hookbus.engine.errors import DataError
 from hookbus.parts.data.collate import Batch, Sample
 from hookbus.parts.data.crop_boxes import (
     CENTER_CROP_FRACTION,
@@ -31,6 +32,7 @@ from hookbus.parts.data.photometric import (
 )
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.shared import SharedInt
+from hookbus.parts.data.unreadable import UNREADABLE_KEY, stand_ins
 
 VIEW_UNIFORMS = CROP_UNIFORMS + 1 + COLOR_UNIFORMS
 """Uniform numbers one view of one image takes: its crop, its flip, its colors."""
@@ -84,7 +86,12 @@ class CropFirstCollate:
     ``"view_params"`` their color parameters, for
     :func:`hookbus.parts.data.photometric.finish_views` on the training device.
     ``"image"`` holds the clean images at ``clean_size`` when given (resized to
-    ``clean_size / 0.875`` on the short side, center-cropped, normalised).
+    ``clean_size / 0.875`` on the short side, center-cropped, normalised). With
+    ``skip_unreadable`` an image that cannot be read takes the pixels and label of
+    another of the batch, cut with its own row's random boxes
+    (:func:`~hookbus.parts.data.unreadable.stand_ins`), its reason listed under
+    ``"unreadable"``; without it, its :class:`~hookbus.engine.errors.DataError` stops
+    the batch.
 
     Reproducibility as :class:`hookbus.parts.data.ViewCollate`: every random number of
     a batch comes from one ``torch.Generator`` seeded from ``(seed, epoch, index of the
@@ -102,6 +109,7 @@ class CropFirstCollate:
         cfg: TorchvisionAugmentConfig,
         seed: int,
         finish_views: bool = True,
+        skip_unreadable: bool = False,
     ) -> None:
         if not views and clean_size is None:
             raise ValueError("CropFirstCollate needs views or a clean size")
@@ -110,6 +118,7 @@ class CropFirstCollate:
         self.mean, self.std = cfg.mean, cfg.std
         self.seed = seed
         self.finish_views = finish_views
+        self.skip_unreadable = skip_unreadable
         self.epoch = 0
         self._scratch: dict[tuple[int, int], Tensor] = {}
         sizes = [view.size for view in self.views]
@@ -143,9 +152,23 @@ class CropFirstCollate:
         clean = None
         if self.clean_size is not None:
             clean = _batch_tensor((count, 3, self.clean_size, self.clean_size), torch.float32)
+        reasons: list[str | None] = [None] * count
         for row, (image, _, index) in enumerate(samples):
-            where = str(image) if isinstance(image, str | Path) else f"item {index}"
-            self._cut(SourceImage(image, where), geometry[row], row, views, params, clean)
+            try:
+                self._cut(_source(image, index), geometry[row], row, views, params, clean)
+            except DataError as exc:
+                if not self.skip_unreadable:
+                    raise
+                reasons[row] = str(exc)
+        if any(reasons):
+            rows = stand_ins(reasons)
+            for row, reason in enumerate(reasons):
+                if reason is not None:
+                    image, _, index = samples[rows[row]]
+                    self._cut(_source(image, index), geometry[row], row, views, params, clean)
+            labels = [int(samples[row][1]) for row in rows]
+            batch["label"] = torch.tensor(labels, dtype=torch.long)
+            batch[UNREADABLE_KEY] = [reason for reason in reasons if reason is not None]
         if self.views:
             batch["views"] = views
             if not self.finish_views:
@@ -221,6 +244,14 @@ class CropFirstCollate:
             normalize(
                 scratch[slot : slot + 1], self.mean, self.std, out=views[number][row : row + 1]
             )
+
+
+def _source(image: object, index: int) -> SourceImage:
+    """The image of a sample (a file, its bytes or a tensor), opened."""
+    named = getattr(image, "where", None)  # a shard's image bytes name their shard and sample
+    where = str(image) if isinstance(image, str | Path) else f"item {index}"
+    where = named if isinstance(named, str) else where
+    return SourceImage(image, where)  # type: ignore[arg-type]
 
 
 def _reduction(source: SourceImage, needs: list[tuple[int, int, int]]) -> int:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from hookbus.engine import distributed
 from hookbus.engine.config import DataConfig
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import Registry
 from hookbus.parts.data.digits import load_digits_split
 from hookbus.parts.data.image_folder import ImageFolderDataset
+from hookbus.parts.data.small_images import warn_small_images
 from hookbus.parts.data.synthetic import SYNTHETIC_SEED, make_synthetic_images
 
 DIGITS_SPLIT_SEED = 0
@@ -66,18 +69,27 @@ def build_synthetic(cfg: DataConfig) -> tuple[Dataset, Dataset]:
 @DATASETS.register("image_folder")
 def build_image_folder(cfg: DataConfig) -> tuple[Dataset, Dataset]:
     """:class:`ImageFolderDataset` of ``data.folder.train_dir`` and ``test_dir`` (the
-    train folder again when unset; its class list in either case). With
+    train folder again when unset; its class list in either case), labelled as
+    ``data.folder.labels`` says; images smaller than ``data.image_size`` are counted in
+    one warning line for each folder (on the first rank). With
     ``data.pipeline: crop_first`` the items hold the files' paths: the collate
     function decodes them."""
     folder = cfg.folder
     if folder.train_dir is None:
         raise ConfigError("data.folder.train_dir: data.name image_folder needs a folder")
     decode = cfg.pipeline != "crop_first"
-    train = ImageFolderDataset(folder.train_dir, decode=decode)
-    if folder.test_dir is None:
-        return train, train
-    classes = train.classes or None
-    return train, ImageFolderDataset(folder.test_dir, classes=classes, decode=decode)
+    read = partial(
+        ImageFolderDataset,
+        decode=decode,
+        labels=folder.labels,
+        skip_unreadable=folder.skip_unreadable,
+    )
+    train = read(folder.train_dir)
+    test = train if folder.test_dir is None else read(folder.test_dir, train.classes or None)
+    if distributed.rank() == 0:
+        for images in dict.fromkeys((train, test)):
+            warn_small_images([path for path, _ in images.samples], cfg.image_size, images.root)
+    return train, test
 
 
 SHARDS_EXTRA = "pip install 'hookbus[shards]'"

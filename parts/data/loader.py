@@ -8,7 +8,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from hookbus.engine.errors import UserError
+from hookbus.engine.errors import InputChangedError, UserError
 from hookbus.engine.threads import one_torch_thread
 
 
@@ -27,7 +27,8 @@ class SSLDataLoader(DataLoader):
     the same type, its message the worker's whole traceback. For a user error (a
     :class:`~hookbus.engine.errors.DataError` naming an image Pillow cannot read) that
     would be a page where a line belongs, so :class:`_WorkerUserErrors` raises it again
-    with the worker's own message: the line the user sees without workers.
+    with the worker's own message: the line the user sees without workers (and so for
+    :class:`~hookbus.engine.errors.InputChangedError`, a shard changed under the run).
     """
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # wraps torch's iterator
@@ -63,7 +64,7 @@ class _WorkerUserErrors:
     def __next__(self) -> Any:
         try:
             return next(self._batches)
-        except UserError as exc:
+        except (UserError, InputChangedError) as exc:
             # The workers are stopped now, while their queues are open: left to the
             # garbage collector, torch's iterator is finalised after its queues and waits
             # its whole join timeout (5 s) for each worker before the error is seen.

@@ -1,8 +1,9 @@
-"""Images from MDS shards (MosaicML ``streaming``), local or on S3-compatible storage.
+"""Images from MDS shards (MosaicML ``streaming``), local or on S3-compatible storage,
+each file checked before it is read (:mod:`~hookbus.parts.data.shard_index`).
 
 ``hookbus shard FOLDER OUT`` writes them (:mod:`hookbus.shard`): each sample holds an
 image file's bytes, as they were, and its label; ``OUT/hookbus_shards.json`` the class
-names. :class:`ShardDataset` reads them with the library's shard readers, fetching a
+names. :class:`ShardDataset` reads them, fetching a
 remote shard into ``data.shards.cache_dir`` the first time one of its samples is read
 (:class:`~hookbus.parts.data.shard_cache.ShardCache`);
 its train order is :class:`~hookbus.parts.data.shards_sampler.ShardSampler`'s, the
@@ -12,30 +13,34 @@ library's partition and shuffle.
 from __future__ import annotations
 
 import bisect
-import io
 import itertools
-import json
+import logging
 import os
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
-from streaming.base.format import reader_from_json
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from hookbus.engine.errors import ConfigError, DataError
-from hookbus.parts.data.image_folder import NOT_AN_IMAGE
-from hookbus.parts.data.pil_image import pil_to_tensor
+from hookbus.engine.errors import ConfigError
+from hookbus.parts.data.image_decode import SourceImage
 from hookbus.parts.data.shard_cache import INDEX_FILE, ShardCache
+from hookbus.parts.data.shard_index import (
+    CLASSES_FILE,
+    ShardEntry,
+    check_shard,
+    read_classes,
+    read_index,
+    read_sample,
+)
 from hookbus.parts.data.shards_sampler import ShardSampler
-
-CLASSES_FILE = "hookbus_shards.json"
-"""The file beside the shards' ``index.json`` that names the classes."""
 
 S3_URL = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
 """An S3 URL: ``s3://BUCKET/PREFIX`` (bucket names as S3 allows them)."""
+
+logger = logging.getLogger("hookbus")
 
 
 def check_location(path: str, where: str) -> None:
@@ -48,7 +53,7 @@ def check_location(path: str, where: str) -> None:
                 "hookbus reads; S3-compatible stores through S3_ENDPOINT_URL)"
             )
         return
-    if not (Path(path) / INDEX_FILE).is_file():
+    if not os.path.lexists(Path(path) / INDEX_FILE):
         raise ConfigError(
             f"{where}: {path} holds no {INDEX_FILE}: give a folder written by hookbus shard"
         )
@@ -58,8 +63,14 @@ class ShardDataset(Dataset):
     """The samples of the shards at ``location``; item ``i`` is ``(uint8 RGB image
     [3, H, W], label, i)``, as :class:`~hookbus.parts.data.image_folder.ImageFolderDataset`
     gives them. ``cache`` is the folder that holds remote shards (unused for local ones).
-    With ``decode=False`` item ``i`` holds the image file's bytes instead, for
+    With ``decode=False`` item ``i`` holds the image file's bytes instead (a
+    :class:`ShardImage`, which names its shard and sample), for
     ``data.pipeline: crop_first``, which decodes each JPEG at the size its crops need.
+
+    Made, it has checked the index, the class list and (:mod:`~hookbus.parts.data.
+    shard_index`) every local shard: a shard that does not fit its index is one line
+    naming it before the first step. A remote shard is checked when it is fetched, before
+    it is kept in the cache folder; those the folder keeps already, when it is opened.
     """
 
     def __init__(self, location: str, cache: Path | None, decode: bool = True) -> None:
@@ -74,34 +85,32 @@ class ShardDataset(Dataset):
         self.local = str(cache) if self.cache is not None else location
         self.location = location
         self.decode = decode
-        try:
-            index = json.loads(Path(self._fetch(INDEX_FILE)).read_text())
-            self.classes: list[str] = json.loads(Path(self._fetch(CLASSES_FILE)).read_text())[
-                "classes"
-            ]
-            self.readers = [reader_from_json(self.local, None, shard) for shard in index["shards"]]
-            for reader in self.readers:
-                reader.validate(allow_unsafe_types=False)  # refuses pickled columns: code
-        except (KeyError, TypeError, ValueError, AssertionError) as exc:
-            raise DataError(
-                f"{location}: not shards written by hookbus shard ({type(exc).__name__}: {exc})"
-            ) from None
-        for reader in self.readers:
-            for raw, _ in reader.file_pairs:
-                if raw.basename != os.path.basename(raw.basename) or raw.basename in ("", ".."):
-                    raise DataError(f"{location}: shard file name {raw.basename!r} is not a name")
-        self.shard_sizes = [reader.samples for reader in self.readers]
+        self.entries = read_index(Path(self._fetch(INDEX_FILE)))
+        self.classes = read_classes(Path(self._fetch(CLASSES_FILE)))
+        for entry in self.entries:
+            path = Path(entry.name(self.local))
+            if self.cache is None or os.path.lexists(path):
+                check_shard(path, entry, self.classes)
+        if not any(entry.hashes for entry in self.entries):
+            logger.warning(
+                "the shards at %s record no hash: their sizes, samples and labels are "
+                "checked, their bytes are not (hookbus shard records a SHA-256 of each)",
+                location,
+            )
+        self.shard_sizes = [entry.samples for entry in self.entries]
         self.starts = [0, *itertools.accumulate(self.shard_sizes)][:-1]
         self.size = sum(self.shard_sizes)
 
-    def _fetch(self, name: str) -> str:
-        """The local path of the shard folder's file ``name``, fetched first if remote."""
+    def _fetch(self, name: str, entry: ShardEntry | None = None) -> str:
+        """The local path of the shard folder's file ``name``, fetched first if remote
+        (a shard checked against ``entry`` before it is kept); its readers say when it
+        is missing."""
         if self.cache is not None:
-            return self.cache.fetch(name)
-        local = os.path.join(self.local, name)
-        if not os.path.exists(local):
-            raise DataError(f"shard file {local} is missing")
-        return local
+            check = (
+                None if entry is None else partial(check_shard, entry=entry, classes=self.classes)
+            )
+            return self.cache.fetch(name, check)
+        return os.path.join(self.local, name)
 
     def __len__(self) -> int:
         return self.size
@@ -110,27 +119,37 @@ class ShardDataset(Dataset):
         """The train phases' sampler: :class:`ShardSampler` over these shards."""
         return ShardSampler(self.shard_sizes, **options)
 
-    def __getitem__(self, index: int) -> tuple[Tensor | bytes, int, int]:
+    def __getitem__(self, index: int) -> tuple[Tensor | ShardImage, int, int]:
         shard = bisect.bisect_right(self.starts, index) - 1
-        reader = self.readers[shard]
-        for raw, _ in reader.file_pairs:
-            self._fetch(raw.basename)
-        sample = reader.get_item(index - self.starts[shard])
-        data = sample["image"]
-        image = decode_image(data, f"{self.location} sample {index}") if self.decode else data
-        return image, int(sample["label"]), index
+        entry = self.entries[shard]
+        path = Path(self._fetch(entry.basename, entry))
+        sample = index - self.starts[shard]
+        data, label = read_sample(path, entry, sample, self.classes)
+        where = f"{path} sample {sample}"
+        image = decode_image(data, where) if self.decode else ShardImage(data, where)
+        return image, label, index
+
+
+class ShardImage(bytes):
+    """A shard sample's image file bytes, with ``where`` (the shard and the sample) for
+    the one line naming it when it cannot be decoded."""
+
+    where: str
+
+    def __new__(cls, data: bytes, where: str) -> ShardImage:
+        image = super().__new__(cls, data)
+        image.where = where
+        return image
+
+    def __reduce__(self) -> tuple:
+        return (ShardImage, (bytes(self), self.where))
 
 
 def decode_image(data: bytes, where: str) -> Tensor:
-    """The image file ``data`` as a uint8 RGB tensor ``[3, H, W]``; DataError naming
-    ``where`` if Pillow cannot read it."""
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            return pil_to_tensor(image.convert("RGB"))
-    except UnidentifiedImageError:
-        raise DataError(f"cannot read image {where}: {NOT_AN_IMAGE}") from None
-    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
-        raise DataError(f"cannot read image {where}: {exc}") from None
+    """The image file ``data`` as an upright uint8 RGB tensor ``[3, H, W]``, decoded as
+    an image folder's file is (:class:`~hookbus.parts.data.image_decode.SourceImage`: EXIF
+    orientation, 16-bit and transparency); DataError naming ``where`` if it cannot be read."""
+    return SourceImage(data, where).pixels()[0].contiguous()
 
 
 def build_shards(

@@ -10,6 +10,7 @@ from torch import Tensor
 from hookbus.parts.data.collate import Batch, Sample
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.shared import SharedInt
+from hookbus.parts.data.unreadable import UNREADABLE_KEY, Unreadable, stand_ins
 
 ImageTransform = Callable[[Tensor], Tensor]
 """A per-image transform: a uint8 image ``[C, H, W]`` to a float image of a fixed size."""
@@ -21,6 +22,10 @@ class TransformCollate:
     ``"views"`` holds one stacked tensor per entry of ``view_transforms`` (the large
     views, then the small ones of multi-crop), when given; ``"image"`` the stacked
     ``clean_transform`` of the images, when given; ``"label"`` and ``"index"`` always.
+    An image the data set could not read (an
+    :class:`~hookbus.parts.data.unreadable.Unreadable`) takes the pixels and label of
+    another of the batch (:func:`~hookbus.parts.data.unreadable.stand_ins`), its reason
+    listed under ``"unreadable"``.
 
     Reproducibility as :class:`hookbus.parts.data.ViewCollate`: the transforms draw from
     torch's global generator, forked and seeded from ``(seed, epoch, index of the
@@ -50,11 +55,17 @@ class TransformCollate:
 
     def __call__(self, samples: Sequence[Sample]) -> Batch:
         """The batch dict of ``samples``."""
-        images = [image for image, _, _ in samples]
+        reasons: list[str | None] = [
+            image.message if isinstance(image, Unreadable) else None for image, _, _ in samples
+        ]
+        rows = stand_ins(reasons) if any(reasons) else range(len(samples))
+        images = [samples[row][0] for row in rows]
         batch: Batch = {
-            "label": torch.tensor([int(label) for _, label, _ in samples], dtype=torch.long),
+            "label": torch.tensor([int(samples[row][1]) for row in rows], dtype=torch.long),
             "index": torch.tensor([index for _, _, index in samples], dtype=torch.long),
         }
+        if any(reasons):
+            batch[UNREADABLE_KEY] = [reason for reason in reasons if reason is not None]
         if self.view_transforms:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(mix_seed(self.seed, self.epoch, samples[0][2]))

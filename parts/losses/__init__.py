@@ -7,6 +7,7 @@ from hookbus.parts.losses.build import LOSSES, build_loss, build_nt_xent
 from hookbus.parts.losses.byol import ByolLoss
 from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss, teacher_targets
+from hookbus.parts.losses.lejepa import LejepaLoss
 from hookbus.parts.losses.mae import MaeLoss
 from hookbus.parts.losses.moco import MocoLoss
 from hookbus.parts.losses.moco_v3 import MocoV3Loss
@@ -23,6 +24,7 @@ __all__ = [
     "ByolLoss",
     "ClassificationLoss",
     "DinoLoss",
+    "LejepaLoss",
     "MaeLoss",
     "MocoLoss",
     "MocoV3Loss",

@@ -13,7 +13,10 @@ from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
 from hookbus.parts.losses.byol import ByolLoss
 from hookbus.parts.losses.cross_entropy import ClassificationLoss
 from hookbus.parts.losses.dino import DinoLoss
+from hookbus.parts.losses.distillation import DistillationLoss
+from hookbus.parts.losses.gram import Dinov3Loss
 from hookbus.parts.losses.ijepa import IjepaLoss
+from hookbus.parts.losses.lejepa import LejepaLoss
 from hookbus.parts.losses.mae import MaeLoss
 from hookbus.parts.losses.masked_distillation import MaskedDistillationLoss
 from hookbus.parts.losses.moco import MocoLoss
@@ -98,6 +101,21 @@ def build_dinov2(cfg: LossConfig) -> MaskedDistillationLoss:
     )
 
 
+@register_method_loss("dinov3")
+def build_dinov3(cfg: LossConfig) -> Dinov3Loss:
+    """:class:`Dinov3Loss`: DINOv2's (``loss.dino``, ``loss.ibot``, ``loss.dinov2``) plus
+    the Gram loss of ``loss.dinov3``."""
+    return Dinov3Loss(
+        cfg.dino.student_temperature,
+        centering=cfg.dinov2.centering,
+        sinkhorn_iterations=cfg.dinov2.sinkhorn_iterations,
+        patch_weight=cfg.ibot.loss_weight,
+        koleo_weight=cfg.dinov2.koleo_weight,
+        normalize=cfg.dinov3.gram_normalize,
+        negatives=cfg.dinov3.gram_negatives,
+    )
+
+
 @register_method_loss("ibot")
 def build_ibot(cfg: LossConfig) -> MaskedDistillationLoss:
     """:class:`MaskedDistillationLoss` of iBOT: running centers, no KoLeo;
@@ -141,10 +159,26 @@ def build_mae(cfg: LossConfig) -> MaeLoss:
     return MaeLoss(cfg.mae.norm_pix_loss)
 
 
+@register_method_loss("distillation")
+def build_distillation(cfg: LossConfig) -> DistillationLoss:
+    """:class:`DistillationLoss` of ``loss.distillation`` (mode, temperature, dense weight)."""
+    section = cfg.distillation
+    return DistillationLoss(section.mode, section.temperature, section.dense_weight)
+
+
 @register_method_loss("ijepa")
 def build_ijepa(cfg: LossConfig) -> IjepaLoss:
     """:class:`IjepaLoss` with ``loss.ijepa.distance`` (the masks are the collate's)."""
     return IjepaLoss(cfg.ijepa.distance)
+
+
+@register_method_loss("lejepa")
+def build_lejepa(cfg: LossConfig) -> LejepaLoss:
+    """:class:`LejepaLoss` from ``loss.lejepa``."""
+    lejepa = cfg.lejepa
+    return LejepaLoss(
+        lejepa.sigreg_weight, lejepa.global_views, lejepa.slices, lejepa.knots, lejepa.t_max
+    )
 
 
 @LOSSES.register("cross_entropy", ())

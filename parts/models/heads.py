@@ -13,14 +13,19 @@ OutputBatchNorm = Literal["none", "affine", "no_affine"]
 """BatchNorm on an MLP's output: none, with a learned scale and shift (NNCLR's projector),
 or without them (SimSiam's projector, MoCo v3's projectors and ViT predictor)."""
 
+Activation = Literal["relu", "gelu"]
+"""The activation after each hidden layer of an MLP: ReLU (SimCLR's and most heads'), or
+GELU (the heads of DINO, iBOT, DINOv2 and DINOv3 in their authors' code)."""
+
 
 class MLPHead(nn.Module):
     """Linear layers between consecutive ``dims``; each hidden layer is followed by
-    BatchNorm1d (when ``batch_norm``) and ReLU, the last layer is a plain Linear.
+    BatchNorm1d (when ``batch_norm``) and the ``activation`` (ReLU, or GELU: DINO's
+    head), the last layer is a plain Linear.
 
     With ``output_batch_norm`` other than ``"none"`` the last Linear (without bias: the
     BatchNorm's mean removes it) is followed by a BatchNorm1d, with (``"affine"``) or
-    without (``"no_affine"``) a learned scale and shift, and no ReLU. It serves as
+    without (``"no_affine"``) a learned scale and shift, and no activation. It serves as
     projection head (SimCLR, MoCo, BYOL, SwAV, DINO, Barlow Twins, MoCo v3, SimSiam,
     NNCLR) and as prediction head (BYOL, MoCo v3, SimSiam, NNCLR).
 
@@ -35,8 +40,11 @@ class MLPHead(nn.Module):
         batch_norm: bool,
         output_batch_norm: OutputBatchNorm = "none",
         hidden_bias: bool = True,
+        activation: Activation = "relu",
     ) -> None:
         super().__init__()
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be relu or gelu, got {activation!r}")
         if len(dims) < 2:
             raise ValueError(f"MLPHead needs at least an input and an output size, got {dims}")
         if output_batch_norm not in ("none", "affine", "no_affine"):
@@ -52,7 +60,7 @@ class MLPHead(nn.Module):
                 layers.append(nn.Linear(size_in, size_out, bias=hidden_bias))
                 if batch_norm:
                     layers.append(nn.BatchNorm1d(size_out))
-                layers.append(nn.ReLU(inplace=True))
+                layers.append(nn.ReLU(inplace=True) if activation == "relu" else nn.GELU())
             elif output_batch_norm == "none":
                 layers.append(nn.Linear(size_in, size_out))
             else:

@@ -32,7 +32,9 @@ class MaskedDistillationModel(nn.Module):
     ``mask_ratio``), the masked patches' embeddings replaced by ``mask_token`` (zeros at
     first) and the global views encoded together; the other views are encoded whole,
     once per run of views of one size. Output: per view ``"view_features"`` (class
-    token), ``"embeddings"`` and ``"scores"``; ``"patch_masks"`` (the masks, bool) and
+    token), ``"embeddings"`` and ``"scores"``; ``"patch_masks"`` (the masks, bool),
+    ``"patch_tokens"`` ``[G * B, N, width]`` (the global views' patch tokens after the
+    final LayerNorm, masked ones included: DINOv3's Gram loss reads them) and
     ``"patch_scores"`` ``[M, K']``, the patch head on the ``M`` masked patch tokens in
     mask order (image by image, patches row by row).
 
@@ -127,6 +129,7 @@ class MaskedDistillationModel(nn.Module):
         }
         if teacher_masks is None:
             output[TEACHER_MASKS] = masks
+            output["patch_tokens"] = patches
         return output
 
     def encode(self, images: Tensor) -> Tensor:
@@ -185,6 +188,7 @@ def build_masked_distillation(
             model.head.batch_norm,
             model.head.output_batch_norm,
             hidden_bias=model.head.hidden_bias,
+            activation=model.head.activation,
         )
         patch_prototypes = Prototypes(dims[-1], ibot.patch_prototypes, model.prototypes.weight_norm)
     return MaskedDistillationModel(

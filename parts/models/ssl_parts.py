@@ -57,5 +57,6 @@ def ssl_parts(cfg: Config, backbone: nn.Module, name: str | None) -> SSLParts:
         model_cfg.head.batch_norm,
         model_cfg.head.output_batch_norm,
         hidden_bias=model_cfg.head.hidden_bias,
+        activation=model_cfg.head.activation,
     )
     return SSLParts(head, predictor, prototypes)

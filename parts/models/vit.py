@@ -20,13 +20,14 @@ from torchvision.models.vision_transformer import EncoderBlock, VisionTransforme
 from hookbus.parts.models.drop_path import DropPathBlock, DropPathRule, drop_path_rates
 from hookbus.parts.models.layer_scale import LayerScaleBlock
 from hookbus.parts.models.presets import ViTSizes
+from hookbus.parts.models.rope import RopeAttention, rope_periods, rope_sin_cos, use_rope
 
 CLASSIFIER_PREFIX = "heads.head."
 """Keys of torchvision's classifier, which an exported ViT carries and the backbone lacks."""
 
-PositionEmbedding = Literal["learned", "sincos"]
-"""The encoder's position embedding: torchvision's learned one, or the fixed 2-D
-sine-cosine table of MoCo v3 and MAE."""
+PositionEmbedding = Literal["learned", "sincos", "rope"]
+"""The encoder's position embedding: torchvision's learned one, the fixed 2-D
+sine-cosine table of MoCo v3 and MAE, or DINOv3's rotary embedding in the attention."""
 
 PatchEmbeddingInit = Literal["torchvision", "xavier_uniform"]
 ClassTokenInit = Literal["zeros", "normal"]
@@ -94,7 +95,18 @@ class ViTBackbone(VisionTransformer):
     (``register_tokens`` ``[1, R, width]``, drawn from a normal of std 1e-6) put between
     the class token and the patch tokens after the position embedding is added, with no
     position embedding of their own, and dropped from every output; torchvision's class
-    has none, so such a backbone does not export to it. ``drop_path`` above
+    has none, so such a backbone does not export to it. With ``class_token`` false the
+    backbone has no class token (I-JEPA's ViT): the class row of the position embedding
+    is kept (unused; zero in the sine-cosine table), the encoder sees the patch tokens
+    (and registers) only, and the "class token" of every output is the mean of the patch
+    tokens after the final LayerNorm; such a backbone does not export to torchvision's
+    class either. ``position_embedding="rope"`` drops the position embedding
+    (``encoder.pos_embedding`` is None) and rotates, in every block's attention, the
+    queries and keys of the patch tokens by their grid coordinates (DINOv3's RoPE:
+    :mod:`hookbus.parts.models.rope`, periods from ``rope_base``; in training the
+    coordinates are jittered by ``rope_jitter`` per axis and ``rope_rescale`` for both);
+    the blocks keep torchvision's keys, the class token and registers are not rotated,
+    and only whole grids are encoded (:meth:`tokens`). ``drop_path`` above
     0 drops each block's branches per sample in training (stochastic depth,
     :class:`~hookbus.parts.models.drop_path.DropPathBlock`), at a rate rising linearly to
     ``drop_path`` at the last block (``drop_path_rule="linear"``) or at ``drop_path`` in
@@ -119,6 +131,10 @@ class ViTBackbone(VisionTransformer):
         drop_path_rule: DropPathRule = "linear",
         layer_scale: float | None = None,
         registers: int = 0,
+        class_token: bool = True,
+        rope_base: float = 100.0,
+        rope_jitter: float | None = None,
+        rope_rescale: float | None = None,
     ) -> None:
         if registers < 0:
             raise ValueError(f"registers must be 0 or more: {registers}")
@@ -129,9 +145,9 @@ class ViTBackbone(VisionTransformer):
             )
         if sizes.width % sizes.heads:
             raise ValueError(f"{sizes.heads} heads do not divide the width {sizes.width}")
-        if position_embedding not in ("learned", "sincos"):
+        if position_embedding not in ("learned", "sincos", "rope"):
             raise ValueError(
-                f"position_embedding must be learned or sincos: {position_embedding!r}"
+                f"position_embedding must be learned, sincos or rope: {position_embedding!r}"
             )
         if class_token_init not in ("zeros", "normal"):
             raise ValueError(f"class_token_init must be zeros or normal: {class_token_init!r}")
@@ -176,14 +192,24 @@ class ViTBackbone(VisionTransformer):
         if drop_path or layer_scale is not None:
             rates = drop_path_rates(drop_path, sizes.depth, drop_path_rule)
             _replace_blocks(self.encoder.layers, rates, layer_scale)
+        if not class_token:
+            self.register_parameter("class_token", None)
+        self.rope_base, self.rope_jitter, self.rope_rescale = rope_base, rope_jitter, rope_rescale
+        if position_embedding == "rope":
+            rope_periods(sizes.width // sizes.heads, rope_base)  # checks the head width
+            self.encoder.register_parameter("pos_embedding", None)
+            use_rope(self.encoder.layers)
         self.registers = registers
         if registers:
             self.register_tokens = nn.Parameter(torch.empty(1, registers, sizes.width))
             nn.init.normal_(self.register_tokens, std=1e-6)
 
-    def position_embedding(self, grid_h: int, grid_w: int) -> Tensor:
-        """The position embedding ``[1, 1 + grid_h * grid_w, width]`` for a patch grid."""
+    def position_embedding(self, grid_h: int, grid_w: int) -> Tensor | None:
+        """The position embedding ``[1, 1 + grid_h * grid_w, width]`` for a patch grid
+        (None with RoPE, which the attention applies)."""
         stored = self.encoder.pos_embedding
+        if stored is None:
+            return None
         side = self.image_size // self.patch_size
         if (grid_h, grid_w) == (side, side):
             return stored
@@ -203,23 +229,61 @@ class ViTBackbone(VisionTransformer):
         (iBOT's and DINOv2's masked student); the other patches are encoded as without.
         """
         x = self.conv_proj(images)
-        batch, _, grid_h, grid_w = x.shape
+        grid_h, grid_w = x.shape[-2:]
         x = x.flatten(2).transpose(1, 2)
         if masks is not None:
             if mask_token is None:
                 raise ValueError("tokens: masks need a mask_token to put in their place")
             x = torch.where(masks.unsqueeze(-1), mask_token.to(x.dtype), x)
-        x = torch.cat([self.class_token.expand(batch, -1, -1), x], dim=1)
-        x = self._with_registers(x + self.position_embedding(grid_h, grid_w))
-        x = self.encoder.ln(self.encoder.layers(self.encoder.dropout(x)))
-        return x[:, 0], x[:, 1 + self.registers :]
+        return self._encode(x, self.position_embedding(grid_h, grid_w), (grid_h, grid_w))
+
+    def _set_rope(self, rows: int, cols: int) -> None:
+        # One rotation for every block, computed on the CPU (jittered in training, from
+        # the global generator) once per forward and moved to the blocks' device.
+        training = self.training
+        sin, cos = rope_sin_cos(
+            rows,
+            cols,
+            rope_periods(self.sizes.width // self.sizes.heads, self.rope_base),
+            jitter=self.rope_jitter if training else None,
+            rescale=self.rope_rescale if training else None,
+        )
+        device = self.conv_proj.weight.device
+        rope = (sin.to(device, non_blocking=True), cos.to(device, non_blocking=True))
+        for block in self.encoder.layers:
+            cast(RopeAttention, block.self_attention).rope = rope
+
+    def _encode(
+        self, x: Tensor, position: Tensor | None, grid: tuple[int, int] = (0, 0)
+    ) -> tuple[Tensor, Tensor]:
+        # Patch embeddings [B, N, width] and the position embedding [1, 1 + N, width]
+        # (None: RoPE on the patch grid): the class token (if any) and the registers put
+        # in front, the encoder run; the class token and the patch tokens after the
+        # final LayerNorm.
+        if position is None:
+            self._set_rope(*grid)
+        else:
+            x = x + position[:, 1:]
+        if self.class_token is not None:
+            cls = self.class_token if position is None else self.class_token + position[:, :1]
+            x = torch.cat([cls.expand(len(x), -1, -1), x], dim=1)
+        x = self.encoder.ln(self.encoder.layers(self.encoder.dropout(self._with_registers(x))))
+        patches = x[:, self.prefix_tokens :]
+        return (x[:, 0] if self.class_token is not None else patches.mean(dim=1)), patches
+
+    @property
+    def prefix_tokens(self) -> int:
+        """The tokens before the patch tokens in the encoder: the class token (if any)
+        and the registers."""
+        return int(self.class_token is not None) + self.registers
 
     def _with_registers(self, x: Tensor) -> Tensor:
         # The register tokens go after the class token, with no position embedding.
         if not self.registers:
             return x
         registers = self.register_tokens.expand(len(x), -1, -1).to(x.dtype)
-        return torch.cat([x[:, :1], registers, x[:, 1:]], dim=1)
+        first = int(self.class_token is not None)
+        return torch.cat([x[:, :first], registers, x[:, first:]], dim=1)
 
     def visible_tokens(self, images: Tensor, keep: Tensor) -> Tensor:
         """The encoder's output on the patches ``keep`` only (MAE's encoder).
@@ -232,14 +296,21 @@ class ViTBackbone(VisionTransformer):
         output): with every index, in order, it equals :meth:`tokens`.
         """
         x = self.conv_proj(images)
-        batch, width, grid_h, grid_w = x.shape
+        _, width, grid_h, grid_w = x.shape
         position = self.position_embedding(grid_h, grid_w)
-        x = x.flatten(2).transpose(1, 2) + position[:, 1:]
-        x = torch.gather(x, 1, keep.unsqueeze(-1).expand(-1, -1, width))
-        cls = (self.class_token + position[:, :1]).expand(batch, -1, -1)
-        x = self._with_registers(torch.cat([cls, x], dim=1))
-        x = self.encoder.ln(self.encoder.layers(self.encoder.dropout(x)))
-        return torch.cat([x[:, :1], x[:, 1 + self.registers :]], dim=1)
+        if position is None:
+            raise ValueError(
+                "a ViT with position_embedding rope encodes whole grids only (tokens), not "
+                "a subset of its patches (MAE's and I-JEPA's encoders)"
+            )
+        x = torch.gather(x.flatten(2).transpose(1, 2), 1, keep.unsqueeze(-1).expand(-1, -1, width))
+        kept = torch.gather(
+            position[:, 1:].expand(len(x), -1, -1), 1, keep.unsqueeze(-1).expand(-1, -1, width)
+        )
+        cls, patches = self._encode(
+            x, torch.cat([position[:, :1].expand(len(x), -1, -1), kept], dim=1)
+        )
+        return torch.cat([cls.unsqueeze(1), patches], dim=1)
 
     def forward(self, images: Tensor) -> Tensor:
         """The class token after the final LayerNorm, ``[B, width]``."""

@@ -40,6 +40,7 @@ def train(run_dir: Path, num_epochs: int) -> None:
         optimizer={"num_epochs": num_epochs, "warmup_epochs": 0},
         trainer={"log_frequency": 2, "test_every_num_epochs": 1},
         hooks={"mlflow": MLFLOW, "evaluation_report": EVALUATION},
+        checkpoint={"change_finished": True},  # the second call goes on from the first
     )
     SSLTrainer(cfg).train()
 

@@ -63,6 +63,7 @@ def train(run_dir: Path, num_epochs: int, **hooks: Any) -> None:
         optimizer={"num_epochs": num_epochs, "warmup_epochs": 0},
         trainer={"log_frequency": 2, "test_every_num_epochs": 1},
         hooks={"wandb": WANDB, "evaluation_report": EVALUATION, **hooks},
+        checkpoint={"change_finished": True},  # the second call goes on from the first
     )
     SSLTrainer(cfg).train()
     wait_for_the_offline_files()

@@ -105,8 +105,38 @@ IJEPA = (
 )
 """I-JEPA's recipe on :data:`SMALL_VIT`, a predictor of 2 blocks of width 8, 2 target
 blocks (about 3 of the 16 patches each) and a context of at least 2 patches."""
+DISTILLATION = (
+    *RUNS,
+    "model.backbone.width=4",
+    "loss.distillation.queue_size=24",
+    "loss.distillation.mode=both",
+)
+"""The distillation recipe's student shrunk to the tiny images, both losses, a queue of 24
+teacher embeddings (16 a step on two ranks: it wraps around); the teacher's weights file
+comes with the run's overrides."""
+DINOV3 = (
+    *MASKED,
+    "model.backbone.vit.position_embedding=rope",
+    "model.backbone.vit.rope_jitter=1.5",
+    "model.backbone.vit.registers=1",
+    "loss.dinov3.gram_start=1",
+    "loss.dinov3.gram_update_every=2",
+    "loss.dinov3.gram_first_update=2",
+    "loss.dinov3.gram_max_updates=2",
+)
+"""DINOv3's recipe on :data:`MASKED`'s ViT with RoPE (jittered) and a register, its Gram
+teacher taken at step 1 and refreshed after steps 1 and 3."""
+LEJEPA = (
+    *RUNS,
+    *SMALL_VIT,
+    "data.small_views.size=6",
+    "model.head.dims=[backbone,16,8]",
+    "loss.lejepa.slices=16",
+)
+"""LeJEPA's recipe on :data:`SMALL_VIT`, a projector 8-16-8, 16 directions."""
 RECIPES = {
     "byol_digits": SMALL,
+    "distillation_digits": DISTILLATION,
     "moco_digits": MOCO,
     "moco_v3_digits": SMALL,
     "dino_digits_vit_tiny": VIT,
@@ -114,6 +144,8 @@ RECIPES = {
     "ibot_digits": MASKED,
     "mae_digits_vit_tiny": MAE,
     "ijepa_digits_vit_tiny": IJEPA,
+    "dinov3_digits_vit_tiny": DINOV3,
+    "lejepa_digits_vit_tiny": LEJEPA,
 }
 """The overrides of each recipe the runs train."""
 

@@ -160,14 +160,14 @@ def test_the_user_errors_that_console_blocks_show_are_printed_as_shown(
         assert output_matches(expected, printed.splitlines()), f"{where}: {printed}"
 
 
-def test_the_readme_hook_and_its_unit_test_run(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_readme_hook_and_its_unit_test_run(caplog: pytest.LogCaptureFixture) -> None:
     readme = [block for block in blocks_of("run", "python") if block.page == "README.md"]
-    hook = next(block for block in readme if "class PrintLossEvery" in block.text)
-    test = next(block for block in readme if "def test_prints_every_second_iteration" in block.text)
+    hook = next(block for block in readme if "class LogLossEvery" in block.text)
+    test = next(block for block in readme if "def test_logs_every_second_iteration" in block.text)
     session: dict[str, Any] = {}
     exec(compile(hook.text, hook.where, "exec"), session)
     exec(compile(test.text, test.where, "exec"), session)
-    session["test_prints_every_second_iteration"](capsys)
+    session["test_logs_every_second_iteration"](caplog)
 
 
 def _package_files(checkout: Path, out: Path) -> str:

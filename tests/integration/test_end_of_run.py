@@ -49,7 +49,8 @@ def test_a_run_whose_end_work_failed_is_not_finished_and_a_rerun_does_it(
 
     with caplog.at_level("INFO", logger="hookbus"):
         SSLTrainer(cfg).train()
-    assert "before its end-of-run work (" in caplog.text and ") finished: doing it now" in caplog.text
+    assert "before its end-of-run work (" in caplog.text
+    assert ") finished: doing it now" in caplog.text
     assert (run_dir / "curves.png").stat().st_size > 0
     assert not end_work_owed(run_dir)
 

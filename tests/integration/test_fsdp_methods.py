@@ -1,4 +1,5 @@
-"""DINOv2 and iBOT (a momentum teacher, centering, Sinkhorn-Knopp), MoCo v2 (a key
+"""DINOv2, DINOv3 (with RoPE and its Gram teacher) and iBOT (a momentum teacher,
+centering, Sinkhorn-Knopp), LeJEPA (SIGReg's all-reduced sums), MoCo v2 (a key
 encoder run with shuffle-BN across the ranks, a queue of its keys) and MoCo v3 (a
 momentum encoder, no queue), MAE (a decoder, the ViT on each image's kept patches) and
 I-JEPA (a predictor, a target encoder over the whole grid), gradient clipping, gradient
@@ -51,7 +52,7 @@ CLIP = 0.1
 """A max norm far below the gradients' (about 7 to 18): every step is clipped."""
 CLIPPED = f"optimizer.clip_grad_norm={CLIP}"
 ACCUMULATED = ("optimizer.lr=0.01", "optimizer.accumulate_steps=2")
-TEACHERLESS = ("mae",)
+TEACHERLESS = ("mae", "lejepa")
 """The methods whose runs have no momentum teacher."""
 MOCOS = ("moco", "moco_v3")
 """The runs of ``configs/<name>_digits.yaml``: MoCo v2 (shuffle-BN on, its default, and
@@ -113,6 +114,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             *(_taught(_spec(root, name, strategy, 2, f"{name}_digits")) for name in MOCOS),
             _spec(root, "mae", strategy, 2, "mae_digits_vit_tiny"),
             _taught(_spec(root, "ijepa", strategy, 2, "ijepa_digits_vit_tiny")),
+            _taught(_spec(root, "dinov3", strategy, 2, "dinov3_digits_vit_tiny")),
+            _spec(root, "lejepa", strategy, 2, "lejepa_digits_vit_tiny"),
         ]
     for name in ("clip", "accumulate", *MOCOS, "mae", "ijepa"):
         (fsdp,) = (spec for spec in specs if spec["dir"] == root / f"{name}_fsdp")
@@ -122,6 +125,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         specs += _split(root, name, "fsdp", f"{name}_digits")
     specs += _split(root, "mae", "fsdp", "mae_digits_vit_tiny", teacher=False)
     specs += _split(root, "ijepa", "fsdp", "ijepa_digits_vit_tiny")
+    specs += _split(root, "dinov3", "fsdp", "dinov3_digits_vit_tiny")
+    specs += _split(root, "lejepa", "fsdp", "lejepa_digits_vit_tiny", teacher=False)
     specs.append(_spec(root, "moco_unshuffled", "fsdp", 2, "moco_digits", UNSHUFFLED))
     _launch(*specs)
     return root
@@ -219,6 +224,30 @@ def test_two_fsdp_ranks_train_ijepas_model_and_target_encoder_of_two_ddp_ranks(
     )
 
 
+def test_two_fsdp_ranks_train_dinov3s_model_teacher_and_gram_teacher_of_two_ddp_ranks(
+    runs: Path,
+) -> None:
+    model, teacher = _fsdp_model_and_teacher_as_ddp(runs, "dinov3")
+    assert "backbone.encoder.pos_embedding" not in model  # RoPE
+    fsdp = load_whole_checkpoint(runs / "dinov3_fsdp" / POINTER_NAME)["hooks"]["gram_teacher"]
+    ddp = load_whole_checkpoint(runs / "dinov3_ddp" / POINTER_NAME)["hooks"]["gram_teacher"]
+    assert (fsdp["taken"], fsdp["updates"]) == (ddp["taken"], ddp["updates"]) == (True, 2)
+    assert max(_differences(fsdp["gram_teacher"], ddp["gram_teacher"]).values()) <= 1e-6
+    assert not _equal(fsdp["gram_teacher"], teacher)  # a snapshot, not the teacher
+    assert _last_row(runs / "dinov3_fsdp")["loss"] == pytest.approx(
+        _last_row(runs / "dinov3_ddp")["loss"], abs=1e-6
+    )
+
+
+def test_two_fsdp_ranks_train_lejepas_model_of_two_ddp_ranks(runs: Path) -> None:
+    fsdp, ddp = _load(runs / "lejepa_fsdp.pt"), _load(runs / "lejepa_ddp.pt")
+    assert max(_differences(fsdp, ddp).values()) <= 1e-6
+    assert {key.split(".")[0] for key in fsdp} == {"backbone", "head"}
+    assert _last_row(runs / "lejepa_fsdp")["loss"] == pytest.approx(
+        _last_row(runs / "lejepa_ddp")["loss"], abs=1e-6
+    )
+
+
 def test_mocos_queue_on_fsdp_is_ddps_and_its_checkpoint_holds_the_key_encoder(
     runs: Path,
 ) -> None:
@@ -281,6 +310,8 @@ def test_ibots_centers_on_fsdp_are_ddps(runs: Path) -> None:
         "moco_v3_split_fsdp",
         "mae_split_fsdp",
         "ijepa_split_fsdp",
+        "dinov3_split_fsdp",
+        "lejepa_split_fsdp",
     ],
 )
 def test_a_run_resumed_after_epoch_1_equals_the_run_without_a_stop(runs: Path, run: str) -> None:
@@ -294,6 +325,11 @@ def test_a_run_resumed_after_epoch_1_equals_the_run_without_a_stop(runs: Path, r
         if split is not None:
             unstopped = load_whole_checkpoint(runs / whole / POINTER_NAME)["hooks"][hook]
             assert torch.equal(split["center"], unstopped["center"]), hook
+    if run.startswith("dinov3_split"):
+        split = load_whole_checkpoint(runs / run / POINTER_NAME)["hooks"]["gram_teacher"]
+        unstopped = load_whole_checkpoint(runs / whole / POINTER_NAME)["hooks"]["gram_teacher"]
+        assert (split["taken"], split["updates"]) == (unstopped["taken"], unstopped["updates"])
+        assert _equal(split["gram_teacher"], unstopped["gram_teacher"])
     if run.startswith("moco_split"):
         split = load_whole_checkpoint(runs / run / POINTER_NAME)["hooks"]["key_queue"]
         unstopped = load_whole_checkpoint(runs / whole / POINTER_NAME)["hooks"]["key_queue"]

@@ -85,6 +85,37 @@ METHODS = {
         },
         "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
     },
+    # DINOv2's, plus a Gram teacher taken and refreshed, and a RoPE ViT jittered from
+    # torch's generator
+    "dinov3": {
+        "loss": {
+            "name": "dinov3",
+            "dinov3": {
+                "gram_start": 5,
+                "gram_update_every": 6,
+                "gram_first_update": 9,
+                "gram_max_updates": 3,
+            },
+        },
+        "model": {
+            "backbone": {
+                "name": "vit_tiny",
+                "vit": {**TINY_VIT, "position_embedding": "rope", "rope_jitter": 1.5},
+            },
+            "head": {"dims": ["backbone", 16, 8]},
+            "prototypes": {"count": 12, "weight_norm": True},
+        },
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
+    },
+    # SIGReg's directions from torch's generator, no teacher
+    "lejepa": {
+        "loss": {"name": "lejepa", "lejepa": {"slices": 16}},
+        "model": {
+            "backbone": {"name": "vit_tiny", "vit": TINY_VIT},
+            "head": {"dims": ["backbone", 16, 8]},
+        },
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
+    },
     # a teacher, a center and multi-crop views
     "dino": {
         "loss": {"name": "dino"},

@@ -93,7 +93,7 @@ def test_two_ranks_train_and_resume_as_if_never_stopped(tmp_path: Path) -> None:
     first = _train(recipe, run)
     assert first.wait(timeout=180) == 0, first.stdout.read()
     assert newest_valid_checkpoint(run)[1]["iteration"] == 1  # 24 images, 2 ranks, batch 8
-    second = _train(recipe, run, "optimizer.num_epochs=3")
+    second = _train(recipe, run, "optimizer.num_epochs=3", "checkpoint.change_finished=true")
     assert second.wait(timeout=180) == 0, second.stdout.read()
     _, checkpoint = newest_valid_checkpoint(run)
     assert checkpoint["iteration"] == 3

@@ -33,10 +33,22 @@ SHARDS_ON_USE = (
     "the streaming library, the optional extra shards: loaded only by data.name shards "
     "and hookbus shard, after a check that names the extra when it is missing"
 )
+MODEL_LISTS = (
+    "hookbus models lists the backbone registries, timm's and torchvision's names only when "
+    "asked (timm loads torchvision: seconds)"
+)
+TEACHER = "a distillation run's teacher (its weights file, its backbone), only when one is named"
+PRETRAINED_TAG = (
+    "the hub's and torch's download caches, only when a backbone names a pretrained tag"
+)
 LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.cli", "hookbus.commands"): (
         "the command line loads the commands module (torch, ignite, the trainer: about 5 s) only "
         "when a command runs in this process, never for --help or the local launcher's parent"
+    ),
+    ("hookbus.cli", "hookbus.compose"): (
+        "the composition of a run loads torch and the backbone registry (seconds), which "
+        "--help, a bad argument and the commands that read no config never need"
     ),
     ("hookbus.commands", "hookbus.embed"): (
         "hookbus embed's module imports torchvision's transforms (about a second), which "
@@ -46,7 +58,32 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "hookbus eval's module imports the ViT backbones (torchvision, about a second), which "
         "the other commands of a run on tensors never need"
     ),
+    ("hookbus.cli", "hookbus.models_list"): (
+        "hookbus models reads timm's and torchvision's model lists (seconds), which no other "
+        "command needs"
+    ),
+    ("hookbus.models_list", "hookbus.parts.models"): MODEL_LISTS,
+    ("hookbus.models_list", "hookbus.parts.models.timm_any"): MODEL_LISTS,
+    ("hookbus.models_list", "hookbus.parts.models.torchvision_any"): MODEL_LISTS,
+    ("hookbus.hooks.methods.distillation_teacher", "hookbus.parts.models.distillation"): TEACHER,
+    ("hookbus.hooks.methods.distillation_teacher", "hookbus.parts.models.weights_file"): TEACHER,
+    ("hookbus.parts.models.distillation", "hookbus.parts.models.build"): (
+        "the backbone builders import the weights loading, which builds on this module's "
+        "teacher: imported when a teacher is built"
+    ),
+    ("hookbus.parts.models.distillation", "hookbus.parts.models.pretrained"): (
+        "the weights loading, only when a teacher is built"
+    ),
+    ("hookbus.parts.models.timm_pretrained", "huggingface_hub"): PRETRAINED_TAG,
+    ("hookbus.parts.models.timm_pretrained", "torch"): PRETRAINED_TAG,
+    ("hookbus.parts.models.weights_file", "safetensors"): (
+        "the safetensors reader, only for a .safetensors weights file"
+    ),
     ("hookbus.commands", "hookbus.parts.data.datasets"): SHARDS_ON_USE,
+    ("hookbus.engine.launch_env", "hookbus.engine.slurm_env"): (
+        "the SLURM reading builds on this module's launch environment, so it is imported "
+        "where a run has no torchrun variables, after both modules exist"
+    ),
     ("hookbus.eval", "hookbus.pictures"): (
         "matplotlib, scikit-learn's t-SNE and tensorboardX's projector (seconds), only for "
         "hookbus eval --pictures"
@@ -60,6 +97,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.hooks.wandb_tracker", "wandb"): "about half a second, only for runs logging to it",
     ("hookbus.parts.data.digits", "sklearn"): "scikit-learn's digits, only for that data set",
     ("hookbus.parts.data.build", "hookbus.parts.data.crop_collate"): TORCHVISION_ON_USE,
+    ("hookbus.parts.data.image_decode", "torchvision"): (
+        "torchvision's JPEG decoder, loaded at the first JPEG decoded: a run on tensors never "
+        "needs it"
+    ),
     ("hookbus.parts.data.build", "hookbus.parts.data.transforms"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.resnet"): TORCHVISION_ON_USE,
     ("hookbus.parts.models.build", "hookbus.parts.models.torchvision_any"): TORCHVISION_ON_USE,

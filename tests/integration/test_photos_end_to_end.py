@@ -146,6 +146,7 @@ def test_a_photo_run_killed_and_resumed_equals_an_uninterrupted_one(
     sections["data"]["folder"] = {
         "train_dir": str(photos / "train"),
         "test_dir": str(photos / "test"),
+        "labels": "class_folders",
     }
     outcome = kill_campaign(tmp_path, kills=1, seed=3, epochs=4, sections=sections)
     assert outcome.kills == 1, outcome.notes

@@ -298,8 +298,8 @@ def test_the_throughput_benchmark_reads_every_photo_from_the_folder_and_the_shar
 @pytest.mark.parametrize(
     ("index", "message"),
     [
-        ({"version": 2}, "not shards written by hookbus shard (KeyError: 'shards')"),
-        ("[1, 2]", "not shards written by hookbus shard (TypeError"),
+        ({"version": 2}, "index.json is not a shard index (version 2 with a list of shards)"),
+        ("[1, 2]", "index.json is list, not an object"),
     ],
 )
 def test_an_index_that_is_not_a_shard_index_is_one_line(

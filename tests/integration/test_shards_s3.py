@@ -2,20 +2,18 @@
 loopback port, spoken to over HTTP by the same botocore client streaming downloads
 with, pointed at it the documented way (``S3_ENDPOINT_URL`` and the AWS credential
 variables). The shards are written by ``hookbus shard`` from real photographs and
-uploaded with boto3, as a user uploads them."""
+uploaded with boto3, as a user uploads them (the server and bucket: conftest.py's
+``endpoint`` and ``bucket``)."""
 
 from __future__ import annotations
 
 import shlex
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 import torch
-from moto.server import ThreadedMotoServer
 
 from hookbus import SSLTrainer, load_config
 from hookbus.cli import main
@@ -26,59 +24,10 @@ from hookbus.parts.data.shard_cache import INDEX_FILE, SOURCE_FILE
 from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset
 from hookbus.shard import write_shards
 from tests.doc_blocks import ROOT, commands, extract
+from tests.integration.s3_store import BUCKET, CREDENTIALS, URL, upload
 from tests.integration.test_shards import RECIPE, SMALL
 
-BUCKET = "photos"
-URL = f"s3://{BUCKET}/train"
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "hookbus-test",
-    "AWS_SECRET_ACCESS_KEY": "hookbus-test-secret",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-"""Credentials for the test server (moto accepts any): the variables boto3 reads."""
-
 GUIDE = ROOT / "docs" / "guides" / "distributed.md"
-
-
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A moto S3 server on a free loopback port, its URL in ``S3_ENDPOINT_URL`` and
-    credentials in the environment (no AWS config file or profile of the machine's)."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    nowhere = tmp_path_factory.mktemp("aws") / "none"
-    with pytest.MonkeyPatch.context() as env:
-        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-            env.delenv(name, raising=False)
-        env.setenv("AWS_CONFIG_FILE", str(nowhere))
-        env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nowhere))
-        for name, value in CREDENTIALS.items():
-            env.setenv(name, value)
-        env.setenv("S3_ENDPOINT_URL", url)
-        yield url
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def bucket(endpoint: str, shards: Path) -> str:
-    """The shards' files uploaded under ``s3://photos/train/``; the URL."""
-    client = boto3.client("s3", endpoint_url=endpoint)
-    client.create_bucket(Bucket=BUCKET)
-    _upload(endpoint, shards, "train")
-    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="train/")["Contents"]
-    assert sorted(item["Key"] for item in listed) == [
-        f"train/{p.name}" for p in sorted(shards.iterdir())
-    ]
-    return URL
-
-
-def _upload(endpoint: str, folder: Path, prefix: str) -> None:
-    """Upload the files of ``folder`` under ``s3://photos/PREFIX/``, as a user does."""
-    client = boto3.client("s3", endpoint_url=endpoint)
-    for path in sorted(folder.iterdir()):
-        client.upload_file(str(path), BUCKET, f"{prefix}/{path.name}")
 
 
 def _cached(cache: Path) -> list[str]:
@@ -94,7 +43,7 @@ def test_shards_from_the_server_equal_the_local_ones_and_are_fetched_when_first_
     local = ShardDataset(str(shards), None)
     assert len(remote.shard_sizes) == len(local.shard_sizes) > 1
     assert (remote.shard_sizes, remote.classes) == (local.shard_sizes, local.classes)
-    names = [reader.file_pairs[0][0].basename for reader in local.readers]
+    names = [entry.basename for entry in local.entries]
     for index in range(len(local)):
         image, label, position = remote[index]
         expected, expected_label, _ = local[index]
@@ -236,7 +185,7 @@ def test_a_server_that_goes_away_after_opening_is_one_line_naming_the_shard(
 ) -> None:
     remote = ShardDataset(bucket, tmp_path / "cache")
     monkeypatch.setenv("S3_ENDPOINT_URL", DEAD.format(port=_free_port()))
-    first = remote.readers[0].file_pairs[0][0].basename
+    first = remote.entries[0].basename
     with pytest.raises(DataError, match=rf"^cannot fetch {bucket}/{first}: Could not connect"):
         remote[0]
     assert not (tmp_path / "cache" / first).exists()
@@ -261,7 +210,7 @@ def test_a_server_that_never_answers_fails_within_the_download_timeout(
 def test_a_cache_folder_keeps_one_urls_shards(
     bucket: str, shards: Path, tmp_path: Path, endpoint: str
 ) -> None:
-    _upload(endpoint, shards, "copy")
+    upload(endpoint, shards, "copy")
     cache = tmp_path / "cache"
     ShardDataset(bucket, cache)[0]
     with pytest.raises(
@@ -281,11 +230,11 @@ def test_shards_rewritten_in_the_store_are_refused_not_read_stale(
     first, second = tmp_path / "first", tmp_path / "second"
     write_shards(photos / "train", first, shard_bytes=4096)
     write_shards(photos / "test", second, shard_bytes=8192)
-    _upload(endpoint, first, "rewritten")
+    upload(endpoint, first, "rewritten")
     url, cache = f"s3://{BUCKET}/rewritten", tmp_path / "cache"
     ShardDataset(url, cache)[0]
     ShardDataset(url, cache)  # the same index: the kept shards are the store's
-    _upload(endpoint, second, "rewritten")
+    upload(endpoint, second, "rewritten")
     with pytest.raises(
         DataError,
         match=rf"^{url}: the shards changed since data.shards.cache_dir {cache} kept them "

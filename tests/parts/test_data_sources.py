@@ -21,7 +21,9 @@ def write_images(folder: Path, count: int, size: tuple[int, int] = (20, 14), val
         pixels.save(folder / f"img{index}.png")
 
 
-def folder_config(train: Path, test: Path | None = None, **data: object):
+def folder_config(
+    train: Path, test: Path | None = None, labels: str = "class_folders", **data: object
+):
     return validate_config(
         {
             "data": {
@@ -33,6 +35,7 @@ def folder_config(train: Path, test: Path | None = None, **data: object):
                 "folder": {
                     "train_dir": str(train),
                     "test_dir": None if test is None else str(test),
+                    "labels": labels,
                 },
                 **data,
             }
@@ -56,7 +59,7 @@ def test_synthetic_images_are_fixed_normalised_and_labelled_in_turn() -> None:
 def test_class_folders_give_sorted_classes_and_labels(tmp_path: Path) -> None:
     write_images(tmp_path / "cat", 2)
     write_images(tmp_path / "ant", 3)
-    dataset = ImageFolderDataset(tmp_path)
+    dataset = ImageFolderDataset(tmp_path, labels="class_folders")
     assert dataset.classes == ["ant", "cat"]
     assert [label for _, label in dataset.samples] == [0, 0, 0, 1, 1]
     image, label, index = dataset[3]
@@ -83,7 +86,11 @@ def test_an_unreadable_image_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("layout", "message"),
-    [("missing", "image folder not found"), ("empty", "no images in"), ("mixed", "both class")],
+    [
+        ("missing", "image folder not found"),
+        ("empty", "no images in"),
+        ("mixed", "holds images beside its class folders"),
+    ],
 )
 def test_bad_folders_are_refused_with_a_clear_message(
     tmp_path: Path, layout: str, message: str
@@ -95,7 +102,7 @@ def test_bad_folders_are_refused_with_a_clear_message(
         write_images(root, 1)
         write_images(root / "class", 1)
     with pytest.raises(DataError, match=message):
-        ImageFolderDataset(root)
+        ImageFolderDataset(root, labels="class_folders")
 
 
 def test_a_test_folder_takes_the_train_classes(tmp_path: Path) -> None:
@@ -132,7 +139,7 @@ def test_folder_loaders_give_multi_crop_views_and_clean_images(tmp_path: Path) -
 def test_transform_collate_is_reproducible_and_leaves_the_global_rng(tmp_path: Path) -> None:
     write_images(tmp_path, 4)
     dataset = ImageFolderDataset(tmp_path)
-    cfg = folder_config(tmp_path)
+    cfg = folder_config(tmp_path, labels="none")
     collate = build_data_loaders(cfg)["train"].collate_fn
     assert isinstance(collate, TransformCollate)
     samples = [dataset[i] for i in range(4)]

@@ -13,6 +13,7 @@ from hookbus.parts.data.block_masks import (
     BlockMaskSettings,
     batch_masks,
     block_size,
+    place_block,
 )
 
 PAPER = BlockMaskSettings()
@@ -146,3 +147,28 @@ def test_the_masks_change_with_the_epoch_the_seed_and_the_batch() -> None:
 def test_a_grid_too_small_for_blocks_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 2x2"):
         BlockMaskCollate(FakeViews(), (1, 1), PAPER, seed=0)
+
+
+AUTHORS = BlockMaskSettings(placement="authors")
+
+
+def test_the_authors_placement_never_touches_the_last_row_or_column() -> None:
+    rows, columns, context_rows = set(), set(), set()
+    for context, targets in draws(60, AUTHORS):
+        for block in targets.flatten(0, 1):
+            block_rows, block_columns = rows_and_columns(block, GRID[1])
+            rows |= block_rows
+            columns |= block_columns
+        context_rows |= rows_and_columns(context.flatten(), GRID[1])[0]
+    assert rows == columns == set(range(GRID[0] - 1))  # every row but the last
+    assert GRID[0] - 1 not in context_rows
+
+
+def test_the_authors_placement_draws_the_corner_from_zero_to_side_minus_size() -> None:
+    generator = torch.Generator().manual_seed(0)
+    tops = set()
+    for _ in range(400):
+        block = place_block(generator, (8, 8), (3, 2), "authors")
+        tops.add(int(block.any(dim=1).nonzero()[0]))
+        assert int(block.sum()) == 6
+    assert tops == set(range(8 - 3))  # 0 .. 4: torch.randint(0, H - h)

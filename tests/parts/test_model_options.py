@@ -134,9 +134,13 @@ def test_a_backbone_from_python_leaves_every_backbone_option_unread() -> None:
 def test_an_ssl_loss_reads_each_optional_part_or_refuses_it(loss: str, part: str) -> None:
     reads = LOSSES.reads(loss)
     model = {name: PARTS[name] for name in {*reads, part}}
-    if loss in ("dinov2", "ibot"):  # they mask a ViT's patches
+    if loss in ("dinov2", "dinov3", "ibot"):  # they mask a ViT's patches
         model["backbone"] = {"name": "vit_tiny"}
-    cfg = config(loss={"name": loss}, model=model)
+    section: dict = {"name": loss}
+    if loss == "distillation":  # a teacher, and no projection head of model.head
+        section["distillation"] = {"teacher": {"name": "small_cnn", "weights": "t.pth"}}
+        model["head"] = {"dims": ["backbone", 128, 64]}
+    cfg = config(loss=section, model=model)
     if part in reads:
         check_options_are_read(cfg)
         return

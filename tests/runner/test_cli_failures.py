@@ -107,10 +107,8 @@ def test_full_disk_exits_1_and_keeps_the_previous_checkpoint(
 
     monkeypatch.setattr(checkpoint_io.os, "fsync", full_disk)
     more = [arg for arg in FAST if not arg.startswith("optimizer.num_epochs")]
-    assert (
-        main(["train", RECIPE, f"checkpoint.dir={tmp_path}", *more, "optimizer.num_epochs=2", "-q"])
-        == 1
-    )
+    more += ["optimizer.num_epochs=2", "checkpoint.change_finished=true"]
+    assert main(["train", RECIPE, f"checkpoint.dir={tmp_path}", *more, "-q"]) == 1
     monkeypatch.undo()
     err = one_line(capsys)
     assert err.startswith("hookbus train: error: ")

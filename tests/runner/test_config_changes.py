@@ -29,7 +29,12 @@ def test_training_longer_is_applied_and_logged(
 ) -> None:
     run(tmp_path / "run")
     with caplog.at_level(logging.INFO, logger="hookbus"):
-        state = run(tmp_path / "run", optimizer={"num_epochs": 2}, trainer={"log_frequency": 2})
+        state = run(
+            tmp_path / "run",
+            optimizer={"num_epochs": 2},
+            trainer={"log_frequency": 2},
+            checkpoint={"change_finished": True},  # a finished run goes on when asked
+        )
     assert state.iteration == 6
     assert "optimizer.num_epochs: 1 -> 2" in caplog.text
     assert "trainer.log_frequency: 1 -> 2" in caplog.text
@@ -64,7 +69,12 @@ def test_a_change_that_would_mix_two_runs_is_refused(
 
 def test_meters_may_change_at_a_phase_boundary_only(tmp_path: Path) -> None:
     run(tmp_path / "done")
-    state = run(tmp_path / "done", optimizer={"num_epochs": 2}, meters={"knn": {"k": 2}})
+    state = run(
+        tmp_path / "done",
+        optimizer={"num_epochs": 2},
+        meters={"knn": {"k": 2}},
+        checkpoint={"change_finished": True},
+    )
     assert state.iteration == 6
     run(tmp_path / "inside", TerminateAt(2))  # stopped inside the first train phase
     with pytest.raises(ConfigError, match=r"inside a phase.*meters.knn.k: 3 -> 2"):

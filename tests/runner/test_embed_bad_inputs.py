@@ -5,6 +5,8 @@ wrote what a full disk refused, and never returns fewer rows than images without
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ from PIL import Image
 
 from hookbus import embed_images
 from hookbus.cli import main
+from hookbus.embed_data import SKIP_HINT, find_images
+from hookbus.engine.errors import DataError
 from hookbus.parts.models import build_model
 from tests.disk_mounts import fill, small_tmpfs
 from tests.photos import make_photo_folder
@@ -283,3 +287,196 @@ def test_a_read_only_folder_is_one_line_exit_1(
         assert embed(run, photos, "--out", folder / "emb.npz") == 1
         assert "Read-only file system" in one_error_line(capsys)
         assert os.listdir(folder) == []
+
+
+# More classes of the bad-input table: empty, a device, a sparse giant, a folder where a
+# file belongs, an unreadable folder, an image removed during the run, a kill ------------
+
+
+def plant_empty(photos: Path) -> Path:
+    empty = photos / "test" / "empty.jpg"
+    empty.write_bytes(b"")
+    return empty
+
+
+def plant_dev_zero(photos: Path) -> Path:
+    link = photos / "test" / "zero.jpg"
+    link.symlink_to("/dev/zero")
+    return link
+
+
+def plant_sparse(photos: Path) -> Path:
+    sparse = photos / "test" / "huge.jpg"
+    with sparse.open("wb") as file:
+        file.truncate(8 << 30)
+    return sparse
+
+
+MORE = {
+    "an empty .jpg": (plant_empty, "cannot read image"),
+    "a link to /dev/zero named .jpg": (plant_dev_zero, "not a regular file"),
+    "an 8 GiB sparse .jpg": (plant_sparse, "MiB"),
+}
+
+
+@pytest.mark.parametrize("case", list(MORE))
+def test_more_unusable_images_are_one_line_naming_them(
+    case: str, run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant, message = MORE[case]
+    planted = plant(photos)
+    assert embed(run, photos, "--out", tmp_path / "emb.pt") == 2
+    error = one_error_line(capsys)
+    assert str(planted) in error and message in error
+    assert not (tmp_path / "emb.pt").exists()
+
+
+def test_a_folder_named_like_an_image_given_as_one_is_refused(
+    run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    album = photos / "album.jpg"
+    album.mkdir()
+    assert embed(run, album, "--out", tmp_path / "emb.pt") == 2
+    assert f"no images in {album}" in one_error_line(capsys)
+
+
+def test_an_image_removed_after_the_walk_is_named(run: Path, photos: Path) -> None:
+    found = find_images([photos])
+    gone = found.files[3]
+    gone.unlink()
+    with pytest.raises(DataError, match=f"image not found: {gone}|{gone}"):
+        embed_images(run, found, num_workers=0)
+    result = embed_images(run, found, num_workers=0, skip_unreadable=True)
+    assert [entry.path for entry in result.skipped] == [str(gone)]
+    assert len(result.paths) == 11
+
+
+WITHOUT_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+"""As root: without the capabilities to read any file and enter any folder."""
+
+
+@pytest.mark.slow
+def test_a_folder_that_cannot_be_listed_is_one_line_or_skipped(
+    run: Path, photos: Path, tmp_path: Path
+) -> None:
+    """In a ``hookbus embed`` process for which permissions hold (root's override
+    dropped with setpriv): a real mode 000 folder."""
+    locked = photos / "train" / "china"
+    locked.chmod(0)
+    prefix = WITHOUT_OVERRIDE if os.geteuid() == 0 else []
+    arguments = ["-m", "hookbus", "embed", str(run), str(photos), "-q", "--num-workers", "0"]
+    try:
+        refused = subprocess.run(
+            [*prefix, sys.executable, *arguments, "--out", str(tmp_path / "a.pt")],
+            capture_output=True,
+            text=True,
+        )
+        skipped = subprocess.run(
+            [
+                *prefix,
+                sys.executable,
+                *arguments,
+                "--skip-unreadable",
+                "--out",
+                str(tmp_path / "b.pt"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        locked.chmod(0o755)
+    assert refused.returncode == 2 and refused.stderr == (
+        f"hookbus embed: error: cannot list image folder {locked}: Permission denied: {SKIP_HINT}\n"
+    )
+    assert skipped.returncode == 0, skipped.stderr
+    assert (
+        skipped.stderr.splitlines()[1] == f"  cannot list image folder {locked}: Permission denied"
+    )
+    assert len(loaded(tmp_path / "b.pt")["paths"]) == 9  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_a_kill_during_embedding_leaves_no_output_and_a_rerun_equals_a_clean_run(
+    run: Path, tmp_path: Path
+) -> None:
+    photos = make_photo_folder(tmp_path / "many", per_class=60, size=64)
+    out, clean = tmp_path / "emb.npz", tmp_path / "clean.npz"
+    assert embed(run, photos, "--out", clean) == 0
+    command = [sys.executable, "-m", "hookbus", "embed", str(run), str(photos), "--out", str(out)]
+    process = subprocess.Popen(
+        [*command, "--num-workers", "0", "--batch-size", "4"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    while "embed:" not in process.stderr.read(64):  # the progress bar: images are read
+        assert process.poll() is None
+    process.kill()
+    process.wait(timeout=60)
+    assert not out.exists()
+    assert [name for name in os.listdir(tmp_path) if name.startswith(".emb")] == []
+    assert embed(run, photos, "--out", out) == 0
+    assert out.read_bytes() == clean.read_bytes()
+
+
+# The source embed and export read, and an output that is a link loop -------------------
+
+
+def empty_source(folder: Path) -> Path:
+    (folder / "empty.pth").write_bytes(b"")
+    return folder / "empty.pth"
+
+
+def sparse_source(folder: Path) -> Path:
+    with (folder / "huge.pth").open("wb") as file:
+        file.truncate(8 << 30)
+    return folder / "huge.pth"
+
+
+def loop_source(folder: Path) -> Path:
+    (folder / "loop.pth").symlink_to(folder / "loop.pth")
+    return folder / "loop.pth"
+
+
+SOURCES = {
+    "an empty file": (empty_source, "the file is empty"),
+    "an 8 GiB sparse file": (sparse_source, "not a file torch.save wrote"),
+    "a symbolic link loop": (loop_source, "is a symbolic link loop: it leads nowhere"),
+}
+
+
+@pytest.mark.parametrize("case", list(SOURCES))
+def test_a_source_embed_cannot_load_is_one_line_naming_it(
+    case: str, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make, message = SOURCES[case]
+    source = make(tmp_path)
+    assert embed(source, photos, "--out", tmp_path / "emb.pt") == 2
+    error = one_error_line(capsys)
+    assert str(source) in error and message in error
+
+
+def test_a_source_export_meets_as_a_link_loop_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = loop_source(tmp_path)
+    assert main(["export", str(source), str(tmp_path / "backbone.pth")]) == 2
+    assert capsys.readouterr().err == (
+        f"hookbus export: error: {source} is a symbolic link loop: it leads nowhere\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["embed", "export"])
+def test_an_output_that_is_a_link_loop_is_one_line(
+    command: str, run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "emb.pt"
+    out.symlink_to(tmp_path / "other.pt")
+    (tmp_path / "other.pt").symlink_to(out)
+    inputs = [str(run), str(photos)] if command == "embed" else [str(run)]
+    arguments = [command, *inputs, *(["--out"] if command == "embed" else []), str(out)]
+    assert main(arguments) == 2
+    assert capsys.readouterr().err == (
+        f"hookbus {command}: error: {out} is a symbolic link loop: it leads nowhere\n"
+    )

@@ -147,7 +147,7 @@ DATA_CASES = [
         "a symlink loop",
         lambda d: (d / "train" / "china" / "loop").symlink_to(".."),
         2,
-        "reached twice",
+        "loop is a symbolic link loop",
     ),
     Case(
         "labelled folder",

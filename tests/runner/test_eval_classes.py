@@ -107,6 +107,10 @@ def test_linear_eval_on_a_flat_folder_is_refused_for_want_of_labels(
     )
     status, err = _validate(capsys, LINEAR_EVAL, *overrides)
     assert status == 2
+    assert f"{flat} holds no class folders, so its images have no labels" in err
+    unlabelled = ("data.folder.labels=none", "meters.knn.enabled=false")
+    status, err = _validate(capsys, LINEAR_EVAL, *overrides, *unlabelled)
+    assert status == 2
     assert "model.linear_eval needs labelled images" in err
 
 

@@ -111,6 +111,6 @@ def test_checkpoint_hook_state_restores_by_name(tmp_path: Path, caplog: Any) -> 
     cfg = tiny_config(run, optimizer={"num_epochs": 1})
     SSLTrainer(cfg, hooks=[*default_hooks(cfg), Tally()]).train()
     tally = Tally()
-    cfg2 = tiny_config(run, optimizer={"num_epochs": 2})
+    cfg2 = tiny_config(run, optimizer={"num_epochs": 2}, checkpoint={"change_finished": True})
     SSLTrainer(cfg2, hooks=[*default_hooks(cfg2), tally]).train()
     assert tally.steps == 8  # 4 steps per epoch (3 train + 1 test), 2 epochs

@@ -63,7 +63,11 @@ class Recorder(Hook):
 
 
 def trainer(run_dir: Path, *extra: Hook, epochs: int = 2) -> SSLTrainer:
-    cfg = tiny_config(run_dir, optimizer={"num_epochs": epochs, "warmup_epochs": 0})
+    cfg = tiny_config(
+        run_dir,
+        optimizer={"num_epochs": epochs, "warmup_epochs": 0},
+        checkpoint={"change_finished": True},  # a run of more epochs goes on from a shorter one
+    )
     hooks = [MeterSyncHook(), MetricsJsonHook(), CheckpointHook(run_dir), *extra]
     return SSLTrainer(cfg, hooks=hooks)
 

@@ -92,6 +92,16 @@ def test_linear_eval_run_trains_the_classifier_only(pretrained: Path, tmp_path: 
     assert 0.0 <= state.metrics["top1"] <= state.metrics["top2"] <= 1.0
 
 
+def test_the_log_names_the_weights_the_backbone_loaded(pretrained: Path, tmp_path: Path) -> None:
+    SSLTrainer(linear_config(tmp_path / "run", pretrained)).train()
+    log = (tmp_path / "run" / "log.txt").read_text()
+    named = f"backbone weights loaded from {pretrained.resolve()} (model.linear_eval.checkpoint)"
+    assert named in log
+    SSLTrainer(linear_config(tmp_path / "random", None)).train()
+    log = (tmp_path / "random" / "log.txt").read_text()
+    assert "model.linear_eval.checkpoint is not set: the backbone is evaluated at its random" in log
+
+
 def test_feature_norm_gives_the_classifier_unit_scale_features() -> None:
     model = LinearEvalModel(SmallCNN(width=2), num_classes=3).train()
     features = torch.randn(64, model.backbone.out_dim) * 0.1 + 3.0

@@ -85,7 +85,7 @@ def test_the_prose_check_still_sees_code() -> None:
     assert "A method entry" not in code_without_prose(path)
 
 
-def test_hookbus_ships_fourteen_methods_in_the_docs_order() -> None:
+def test_hookbus_ships_seventeen_methods_in_the_docs_order() -> None:
     assert ENTRIES == [
         "nt_xent",
         "moco",
@@ -94,6 +94,7 @@ def test_hookbus_ships_fourteen_methods_in_the_docs_order() -> None:
         "swav",
         "dino",
         "dinov2",
+        "dinov3",
         "ibot",
         "barlow_twins",
         "vicreg",
@@ -101,6 +102,8 @@ def test_hookbus_ships_fourteen_methods_in_the_docs_order() -> None:
         "nnclr",
         "mae",
         "ijepa",
+        "lejepa",
+        "distillation",
     ]
     assert default_method().name == "nt_xent" == Config().loss.name
 
@@ -132,7 +135,7 @@ def test_a_method_reading_prototypes_needs_them(name: str) -> None:
 
 def test_the_predictor_and_prototype_readers_are_the_known_ones() -> None:
     assert readers("predictor") == ["byol", "moco_v3", "nnclr", "simsiam"]
-    assert readers("prototypes") == ["dino", "dinov2", "ibot", "swav"]
+    assert readers("prototypes") == ["dino", "dinov2", "dinov3", "ibot", "swav"]
 
 
 @pytest.mark.parametrize("name", [n for n in ENTRIES if METHODS.get(n).views.minimum == 2])
@@ -231,9 +234,10 @@ VIT_PROTOTYPES = {"backbone": {"name": "vit_tiny"}, "prototypes": PART_ON["proto
 
 
 def test_a_section_is_read_by_its_method_and_the_methods_that_list_it() -> None:
-    assert section_readers("dino") == ["dino", "dinov2", "ibot"]
-    assert section_readers("ibot") == ["dinov2", "ibot"]
-    assert section_readers("dinov2") == ["dinov2"]
+    assert section_readers("dino") == ["dino", "dinov2", "dinov3", "ibot"]
+    assert section_readers("ibot") == ["dinov2", "dinov3", "ibot"]
+    assert section_readers("dinov2") == ["dinov2", "dinov3"]
+    assert section_readers("dinov3") == ["dinov3"]
     assert section_readers("moco") == ["moco"]
 
 
@@ -242,6 +246,7 @@ def test_a_section_is_read_by_its_method_and_the_methods_that_list_it() -> None:
     [
         ("dinov2", {"dino": {"freeze_last_layer_epochs": 0}, "ibot": {"loss_weight": 2.0}}),
         ("ibot", {"dino": {"global_views": 1}, "ibot": {"mask_probability": 1.0}}),
+        ("dinov3", {"dinov2": {"koleo_weight": 0.0}, "dinov3": {"gram_start": 3}}),
     ],
 )
 def test_a_method_sets_the_sections_it_reads(name: str, loss: dict[str, Any]) -> None:
@@ -255,18 +260,20 @@ def test_a_method_sets_the_sections_it_reads(name: str, loss: dict[str, Any]) ->
         (
             "swav",
             {"ibot": {"loss_weight": 2.0}},
-            "loss.ibot.loss_weight is read by loss.name dinov2 and ibot only, not swav; remove it",
+            "loss.ibot.loss_weight is read by loss.name dinov2, dinov3 and ibot only, not swav; "
+            "remove it",
         ),
         (
             "ibot",
             {"dinov2": {"koleo_weight": 0.0}},
-            "loss.dinov2.koleo_weight is read by loss.name dinov2 only, not ibot; remove it",
+            "loss.dinov2.koleo_weight is read by loss.name dinov2 and dinov3 only, not ibot; "
+            "remove it",
         ),
         (
             "my_loss",
             {"dinov2": {"sinkhorn_iterations": 5}},
             "loss.dinov2.sinkhorn_iterations "
-            "is read by loss.name dinov2 only, not my_loss; remove it",
+            "is read by loss.name dinov2 and dinov3 only, not my_loss; remove it",
         ),
     ],
 )

@@ -90,3 +90,38 @@ def test_the_vit_s16_recipe_trains_a_step_on_generated_images(tmp_path: Path) ->
     output = state.last_output
     assert len(output["teacher_scores"]) == 2 and len(output["scores"]) == 10
     assert output["teacher_patch_scores"].shape == output["patch_scores"].shape
+
+
+def test_the_ibot_vit_s16_recipe_trains_a_step_on_generated_images(tmp_path: Path) -> None:
+    cfg = load_config(
+        CONFIGS / "ibot_imagefolder_vit_s16.yaml",
+        [
+            f"data.folder.train_dir={generated_folder(tmp_path)}",
+            "data.folder.test_dir=null",
+            "data.image_size=32",  # ViT-S/16 as shipped, on a 2x2 grid
+            "data.small_views.size=16",
+            "data.small_views.count=2",
+            "data.batch_size=4",
+            "data.num_workers=0",
+            "data.pin_memory=false",
+            "model.prototypes.count=1024",
+            "model.amp.enabled=false",
+            "optimizer.num_epochs=1",
+            "trainer.test_model=false",
+            f"checkpoint.dir={tmp_path / 'run'}",
+        ],
+    )
+    hooks = [hook for hook in default_hooks(cfg) if hook.name in HOOKS["ibot"]]
+    state = SSLTrainer(cfg, hooks=hooks).train()
+    assert state.iteration == 1
+    assert bool(state.loss.isfinite())
+    head = state.base_model.head.layers
+    assert [type(layer).__name__ for layer in head] == [
+        "Linear",
+        "GELU",
+        "Linear",
+        "GELU",
+        "Linear",
+    ]
+    assert not state.base_model.prototypes.weight_norm
+    assert len(state.last_output["scores"]) == 4

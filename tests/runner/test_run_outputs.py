@@ -38,7 +38,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     run_dir = tmp_path_factory.mktemp("demo") / "run"
     args = ["train", str(RECIPE), f"checkpoint.dir={run_dir}", *SMALL]
     assert main([*args, "optimizer.num_epochs=1", "-q"]) == 0
-    return run_dir, printed_by([*args, "optimizer.num_epochs=2", "-q"])
+    extended = [*args, "optimizer.num_epochs=2", "checkpoint.change_finished=true", "-q"]
+    return run_dir, printed_by(extended)
 
 
 def printed_by(argv: list[str]) -> str:

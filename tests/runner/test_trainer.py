@@ -192,7 +192,7 @@ def test_resume_trains_only_the_remaining_epoch(tmp_path: Path) -> None:
 
     recorder, second = EventRecorder(), StepCounter()
     state = SSLTrainer(
-        tiny_config(run, optimizer={"num_epochs": 2}),
+        tiny_config(run, optimizer={"num_epochs": 2}, checkpoint={"change_finished": True}),
         hooks=[recorder, second, MeterSyncHook(), CheckpointHook(run)],
     ).train()
     assert state.resumed_from is not None
