@@ -80,6 +80,8 @@ EXPORT = "tests/runner/test_export_safety.py"
 EVAL = "tests/runner/test_eval_bad_inputs.py"
 PLOT = "tests/runner/test_plot_safety.py"
 WORKERS = "tests/runner/test_loader_worker_errors.py"
+PHOTOS = "tests/runner/test_bad_inputs_image_folders.py"
+PHOTOS_ROW = "test_a_bad_input_in_the_image_folder_is_one_line_exit_2"
 CKPT = "tests/kernel/test_checkpoint_io.py"
 TRUST = "tests/runner/test_checkpoint_trust.py"
 WRITES = "tests/integration/test_write_failures.py"
@@ -146,19 +148,18 @@ SURFACES: dict[str, dict[str, Row]] = {
         "test_validate_and_train_refuse_a_link_out_and_write_nothing",
     },
     "training image folder (photos)": {
-        "missing": Gap("helper photos: a missing train_dir"),
-        "empty": f"{WORKERS}::test_a_class_folder_without_images_is_refused_naming_it",
-        "truncated": f"{WORKERS}::test_a_corrupt_image_is_the_same_line_with_workers_as_without",
-        "garbled": f"{WORKERS}::test_a_corrupt_image_is_the_same_line_with_workers_as_without",
-        "wrong type or another tool's": f"{WORKERS}::"
-        "test_a_corrupt_image_is_the_same_line_with_workers_as_without",
-        "huge claimed size or deep nesting": Gap("helper photos: a decompression bomb"),
-        "sparse 8 GB file": f"{BR}::test_an_8_gib_sparse_jpeg_is_refused_naming_the_file_and_limit",
-        "FIFO": f"{WORKERS}::test_a_fifo_named_like_an_image_is_refused_naming_it",
-        "/dev/zero link": Gap("helper photos: a link to /dev/zero named .jpg"),
-        "symlink loop or broken link": f"{WORKERS}::test_a_symbolic_link_loop_is_refused",
-        "directory for a file, or the reverse": f"{WORKERS}::"
-        "test_a_linked_class_folder_and_a_folder_named_like_an_image_are_read",
+        "missing": f"{PHOTOS}::{PHOTOS_ROW}[missing folder]",
+        "empty": f"{PHOTOS}::{PHOTOS_ROW}[empty folder]",
+        "truncated": f"{PHOTOS}::{PHOTOS_ROW}[truncated JPEG]",
+        "garbled": f"{PHOTOS}::test_a_corrupt_jpeg_prints_exactly_one_line_in_a_real_process",
+        "wrong type or another tool's": f"{PHOTOS}::{PHOTOS_ROW}[text named .png]",
+        "huge claimed size or deep nesting": f"{PHOTOS}::{PHOTOS_ROW}"
+        "[PNG claiming 100000 x 100000 pixels]",
+        "sparse 8 GB file": f"{PHOTOS}::{PHOTOS_ROW}[sparse 8 GiB JPEG]",
+        "FIFO": f"{PHOTOS}::{PHOTOS_ROW}[FIFO named .jpg]",
+        "/dev/zero link": f"{PHOTOS}::{PHOTOS_ROW}[link to /dev/zero]",
+        "symlink loop or broken link": f"{PHOTOS}::{PHOTOS_ROW}[symbolic link loop]",
+        "directory for a file, or the reverse": f"{PHOTOS}::{PHOTOS_ROW}[a file for the folder]",
         "unreadable": f"{WORKERS}::test_a_subfolder_that_cannot_be_listed_is_an_error",
         "changed or removed during the run": f"{WORKERS}::"
         "test_an_image_removed_after_the_listing_is_named_with_workers",
