@@ -108,7 +108,10 @@ def merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 def multi_crop(setting: Setting, count: int) -> dict[str, Any]:
     """The ``data.small_views`` of a multi-crop method: ``count`` small views of
     :attr:`Setting.small_view_size`, cut from a quarter to 60% of tiny images (the
-    digits' measured range) and from 10% to 40% of larger ones."""
+    digits' measured range) and from 10% to 40% of larger ones. None for a ViT of
+    timm's or torchvision's, which takes images of the size it was built for only."""
+    if setting.vit and not setting.patch_tokens:
+        return {"count": 0}
     area = [0.25, 0.6] if setting.image_size <= 32 else [0.1, 0.4]
     return {"count": count, "size": setting.small_view_size, "crop_area": area}
 

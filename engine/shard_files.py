@@ -67,9 +67,10 @@ _ALLOWED = {
 }
 
 
-def file_digest(path: Path) -> tuple[str, int]:
-    """The SHA-256 and size of the file at ``path``."""
-    with open_regular(path, "checkpoint shard", error=CheckpointError) as handle:
+def file_digest(path: Path, limit: int | None = None) -> tuple[str, int]:
+    """The SHA-256 and size of the file at ``path`` (a regular file of at most ``limit``
+    bytes: a larger one, a sparse giant, is refused before it is read)."""
+    with open_regular(path, "checkpoint shard", limit=limit, error=CheckpointError) as handle:
         size = os.fstat(handle.fileno()).st_size
         digest = hashlib.sha256()
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -120,7 +121,7 @@ def _check_share(folder: Path) -> list[str]:
             problems.append(f"{name} is a symbolic link: a checkpoint's files are its own")
             continue
         try:
-            actual, actual_size = file_digest(folder / name)
+            actual, actual_size = file_digest(folder / name, limit=size)
         except CheckpointError as exc:
             problems.append(str(exc))
             continue

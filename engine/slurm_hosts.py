@@ -14,11 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]*$")
-_RANGE = re.compile(r"^(\d{1,9})(?:-(\d{1,9}))?$")
-_COUNT = re.compile(r"^(\d{1,6})(?:\(x(\d{1,6})\))?$")
+_NAME = re.compile(r"^[A-Za-z0-9._-]*\Z")
+_RANGE = re.compile(r"^(\d{1,9})(?:-(\d{1,9}))?\Z")
+_COUNT = re.compile(r"^(\d{1,6})(?:\(x(\d{1,6})\))?\Z")
 MAX_TEXT = 65536
 """Longest node list or task count read (SLURM's own lists are far shorter)."""
+MAX_RANGES = 8
+"""Most bracketed ranges in one item of a node list."""
 
 
 def _items(text: str) -> list[str]:
@@ -55,9 +57,6 @@ def _numbers(ranges: str) -> list[tuple[int, int, int]]:
         parsed.append((int(first), int(last), len(first)))
     return parsed
 
-
-MAX_RANGES = 8
-"""Most bracketed ranges in one item of a node list."""
 
 Piece = str | list[tuple[int, int, int]]
 

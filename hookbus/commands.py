@@ -114,8 +114,7 @@ def _export(args: argparse.Namespace) -> int:
 def _embed(args: argparse.Namespace) -> int:
     # Loaded here, not at the top: it imports torchvision's transforms (about a second),
     # which the other commands of a run on tensors never need.
-    from hookbus.embed import embed_images, save_embeddings
-    from hookbus.embed_data import find_images
+    from hookbus.embed import embed_images, find_images, save_embeddings
 
     out = Path(args.out)
     output_format(out, args.format)

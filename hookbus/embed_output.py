@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from hookbus.engine.errors import UserError
-from hookbus.output_paths import check_destination, write_output
+from hookbus.output_paths import check_destination, resolved, write_output
 
 FORMATS: dict[str, tuple[str, ...]] = {
     "pt": (".pt", ".pth", ".torch"),
@@ -63,10 +63,10 @@ def check_outside_inputs(out: Path, inputs: Sequence[Path], files: Sequence[Path
     """Refuse an ``out`` that is one of ``inputs`` (image files and folders as named) or
     lies inside one of the folders, by its resolved path, or that is a hard link of one
     of the image ``files`` (looked at only when ``out`` has more than one link)."""
-    place = out.parent.resolve() / out.name
-    targets = {place, out.resolve()}
+    place = resolved(out.parent) / out.name
+    targets = {place, resolved(out)}
     for named in inputs:
-        real = named.resolve()
+        real = resolved(named)
         if real in targets or (named.is_dir() and any(real in t.parents for t in targets)):
             what = "inside the image folder" if named.is_dir() else "the input image"
             raise UserError(

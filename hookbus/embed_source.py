@@ -96,10 +96,15 @@ def _load(path: Path) -> dict[str, Any]:
     """The dict in the file ``path`` (a regular file; its tensors mapped, not read): a
     checkpoint or a state dict of tensors."""
     check_regular(path, "embedding source", error=CheckpointError)
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"cannot load {path}: the file is empty")
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:
-        raise CheckpointError(f"cannot load {path}: {' '.join(str(exc).split()[:30])}") from None
+        reason = " ".join(str(exc).split()[:30])
+        if "mmap can only be used" in reason:
+            reason = "not a file torch.save wrote (truncated, or another format)"
+        raise CheckpointError(f"cannot load {path}: {reason}") from None
     is_checkpoint = isinstance(loaded, dict) and loaded.get("format") == FORMAT
     if not is_checkpoint and not (
         isinstance(loaded, dict) and loaded and all(isinstance(v, Tensor) for v in loaded.values())

@@ -60,7 +60,9 @@ def labelled_data(cfg: Config, data: str | Path | None) -> LabelledData:
     digits, for an encoder trained on them; a folder: its ``train/`` and ``test/`` class
     folders, for an encoder trained on image files (``data.pipeline`` torchvision or
     crop_first), read at the run's image size and normalisation. A missing or unlabelled
-    split, or data the encoder cannot read, is a :class:`~hookbus.engine.errors.UserError`.
+    split, or data the encoder cannot read, is a :class:`~hookbus.engine.errors.UserError`;
+    so is an image that cannot be decoded, even for a run that skipped such images in
+    training (``data.folder.skip_unreadable``): an evaluation's figures are of every image.
     """
     if data is not None and not (str(data) == DIGITS and not Path(data).exists()):
         cfg = _with_folder(cfg, Path(data))
@@ -73,6 +75,9 @@ def labelled_data(cfg: Config, data: str | Path | None) -> LabelledData:
     else:
         _check_own_splits(cfg)
         description = _own_description(cfg)
+    if cfg.data.folder.skip_unreadable:  # an evaluation counts every image, or says which not
+        folder = cfg.data.folder.model_copy(update={"skip_unreadable": False})
+        cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"folder": folder})})
     train, test = DATASETS.get(cfg.data.name)(cfg.data)
     classes = _classes(train)
     return LabelledData(

@@ -8,6 +8,15 @@ fails it stops the others instead of leaving them waiting in a collective: SIGTE
 first, SIGKILL after ``grace_seconds``. Its exit status is the first failing rank's,
 or 0 (128 + the signal's number for a rank killed by a signal, as a shell reports it).
 
+Each rank runs in a session of its own, as torchrun starts its workers. Where the kernel
+groups processes by session to share the CPU (Linux's autogroup, on by default on
+desktops and many servers), the ranks then each get the share of a session against the
+other jobs on the machine, as torchrun's workers do, instead of splitting one session's
+share (the launcher's, and whatever else the same shell started) between them: on busy
+cores that left the ranks runnable but waiting, for up to twice torchrun's wall time
+with the same CPU time. A rank in its own session hears neither the terminal's Ctrl-C
+nor its hang-up, so the launcher forwards SIGINT and SIGHUP too.
+
 Nothing waits on a timer at start-up. The launcher opens the meeting port itself, a
 listening socket on loopback, before it starts any rank, and hands it to rank 0
 (:data:`STORE_FD_VARIABLE`), whose store serves on it
@@ -32,7 +41,9 @@ from types import FrameType
 
 logger = logging.getLogger("hookbus")
 
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
+"""Sent on to every rank: preemption (SIGTERM, SIGUSR1), and the terminal's Ctrl-C and
+hang-up, which a rank in its own session does not receive itself."""
 STORE_FD_VARIABLE = "HOOKBUS_STORE_FD"
 """The variable naming, to every rank, the file descriptor of the launcher's listening
 socket, open in rank 0 alone: rank 0 serves the ranks' store on it."""
@@ -85,7 +96,7 @@ def launch_local(cli_args: Sequence[str], nproc: int, *, grace_seconds: float = 
             }
             command = [sys.executable, "-m", "hookbus", *cli_args]
             kept = (listener.fileno(),) if rank == 0 else ()
-            ranks.append(subprocess.Popen(command, env=env, pass_fds=kept))
+            ranks.append(subprocess.Popen(command, env=env, pass_fds=kept, start_new_session=True))
     logger.info("started %d ranks on 127.0.0.1:%d, %s torch threads each", nproc, port, threads)
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -99,6 +110,8 @@ def launch_local(cli_args: Sequence[str], nproc: int, *, grace_seconds: float = 
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if any(process.poll() is None for process in ranks):  # the launcher itself failed
+            _stop(ranks, grace_seconds)
 
 
 def _supervise(

@@ -80,9 +80,9 @@ def check_destination(
     ``sources`` or a file a run keeps in a run directory (``allowed`` excepted: the
     plot command's own ``curves.png``), reached by any path; or one that exists and is
     not a regular file (a directory, a FIFO, a device)."""
-    places = {_place(destination), destination.resolve()}
+    places = {_place(destination), resolved(destination)}
     for source in sources:
-        if _same_file(destination, source) or source.resolve() in places:
+        if _same_file(destination, source) or resolved(source) in places:
             raise UserError(
                 f"{destination} is the input file {source}: writing it would destroy the "
                 "input; give another output path"
@@ -106,7 +106,7 @@ def _refuse_run_files(destination: Path, places: set[Path], sources: Sequence[Pa
     """Refuse a ``destination`` (reaching ``places``) that is a file a run keeps: by name
     in a run directory, or by inode, a hard link of one in a source's run directory."""
     for source in sources:
-        for path in _run_files(source.resolve().parent):
+        for path in _run_files(resolved(source).parent):
             if _same_file(destination, path):
                 raise UserError(
                     f"{destination} is {path} (a link to it), a file hookbus keeps in a run "
@@ -123,7 +123,17 @@ def _refuse_run_files(destination: Path, places: set[Path], sources: Sequence[Pa
 
 def _place(path: Path) -> Path:
     """``path`` with its folder resolved (links, ``..``) and its own name kept."""
-    return path.parent.resolve() / path.name
+    return resolved(path.parent) / path.name
+
+
+def resolved(path: Path) -> Path:
+    """``path`` with every link and ``..`` resolved (what is missing kept as named); a
+    symbolic link loop on the way is a :class:`UserError` naming it, not the
+    ``RuntimeError`` of :meth:`pathlib.Path.resolve`."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        raise UserError(f"{path} is a symbolic link loop: it leads nowhere") from None
 
 
 def _same_file(first: Path, second: Path) -> bool:

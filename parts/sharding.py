@@ -80,11 +80,12 @@ def mixed_precision(amp_dtype: torch.dtype | None) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32)
 
 
-FORWARD_METHODS = ("encode", "tokens", "visible_tokens")
+FORWARD_METHODS = ("encode", "tokens", "visible_tokens", "forward_features")
 """Methods that callers use in place of a module's forward (a model's ``encode``, a ViT's
-``tokens``, called on the backbone by iBOT's and DINOv2's model and its teacher, and
-``visible_tokens``): on a sharded unit that has one, it gathers the unit's parameters
-as its forward does."""
+``tokens``, called on the backbone by iBOT's and DINOv2's model and its teacher,
+``visible_tokens``, and timm's ``forward_features``, which distillation's dense loss
+reads): on a sharded unit that has one, it gathers the unit's parameters as its forward
+does."""
 
 
 def shard_model(model: nn.Module, amp_dtype: torch.dtype | None) -> nn.Module:

@@ -107,7 +107,8 @@ def check_ijepa(cfg: Config) -> None:
 def compose_ijepa(setting: Setting) -> dict[str, Any]:
     """I-JEPA (hookbus's ViTs, or a timm ViT): one view cropped from 30% of the image and
     nothing else, hookbus's ViT cut into an 8 x 8 grid of patches, a predictor 32 wide
-    with 2 blocks (192 and 6 with CUDA), a context of a sixth of the patches at least,
+    with 2 blocks (192 and 6 with CUDA), 4 target blocks (2 on a grid under 8 x 8, which
+    must be 4 x 4 at least), a context of a sixth of the patches at least,
     the target encoder's EMA from 0.99 (0.996 on large data) to 1 on a straight line,
     weight decay 0.04 (the digits recipe's)."""
     setting.needs_patch_tokens("ijepa", timm_vit=True)
@@ -119,6 +120,13 @@ def compose_ijepa(setting: Setting) -> dict[str, Any]:
         patch = max(1, setting.image_size // 8)
         model["backbone"] = {"vit": {"patch_size": patch}}
         patches = (setting.image_size // patch) ** 2
+    if patches < 16:
+        side = 4 * (setting.patch_size or 1)
+        raise ValueError(
+            f"method ijepa cuts target blocks and a context from a grid of patches, and "
+            f"{setting.image_size} pixels make {patches} patches of model {setting.backbone}: "
+            f"give a 4 x 4 grid at least (data.image_size={side})"
+        )
     return {
         "data": {"num_views": 1, "small_views": {"count": 0}, **crop_only(setting, (0.3, 1.0))},
         "model": model,
@@ -129,6 +137,7 @@ def compose_ijepa(setting: Setting) -> dict[str, Any]:
                 "final_momentum": 1.0,
                 "momentum_schedule": "linear",
                 "min_context_patches": max(2, patches // 6),
+                "target_blocks": 4 if patches >= 64 else 2,
             }
         },
         "optimizer": {"weight_decay": 0.04},

@@ -248,7 +248,9 @@ class CropFirstCollate:
 
 def _source(image: object, index: int) -> SourceImage:
     """The image of a sample (a file, its bytes or a tensor), opened."""
+    named = getattr(image, "where", None)  # a shard's image bytes name their shard and sample
     where = str(image) if isinstance(image, str | Path) else f"item {index}"
+    where = named if isinstance(named, str) else where
     return SourceImage(image, where)  # type: ignore[arg-type]
 
 

@@ -13,7 +13,6 @@ library's partition and shuffle.
 from __future__ import annotations
 
 import bisect
-import io
 import itertools
 import logging
 import os
@@ -22,13 +21,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from hookbus.engine.errors import ConfigError, DataError
-from hookbus.parts.data.image_folder import NOT_AN_IMAGE
-from hookbus.parts.data.pil_image import pil_to_tensor
+from hookbus.engine.errors import ConfigError
+from hookbus.parts.data.image_decode import SourceImage
 from hookbus.parts.data.shard_cache import INDEX_FILE, ShardCache
 from hookbus.parts.data.shard_index import (
     CLASSES_FILE,
@@ -66,7 +63,8 @@ class ShardDataset(Dataset):
     """The samples of the shards at ``location``; item ``i`` is ``(uint8 RGB image
     [3, H, W], label, i)``, as :class:`~hookbus.parts.data.image_folder.ImageFolderDataset`
     gives them. ``cache`` is the folder that holds remote shards (unused for local ones).
-    With ``decode=False`` item ``i`` holds the image file's bytes instead, for
+    With ``decode=False`` item ``i`` holds the image file's bytes instead (a
+    :class:`ShardImage`, which names its shard and sample), for
     ``data.pipeline: crop_first``, which decodes each JPEG at the size its crops need.
 
     Made, it has checked the index, the class list and (:mod:`~hookbus.parts.data.
@@ -121,27 +119,37 @@ class ShardDataset(Dataset):
         """The train phases' sampler: :class:`ShardSampler` over these shards."""
         return ShardSampler(self.shard_sizes, **options)
 
-    def __getitem__(self, index: int) -> tuple[Tensor | bytes, int, int]:
+    def __getitem__(self, index: int) -> tuple[Tensor | ShardImage, int, int]:
         shard = bisect.bisect_right(self.starts, index) - 1
         entry = self.entries[shard]
         path = Path(self._fetch(entry.basename, entry))
         sample = index - self.starts[shard]
         data, label = read_sample(path, entry, sample, self.classes)
         where = f"{path} sample {sample}"
-        image = decode_image(data, where) if self.decode else data
+        image = decode_image(data, where) if self.decode else ShardImage(data, where)
         return image, label, index
 
 
+class ShardImage(bytes):
+    """A shard sample's image file bytes, with ``where`` (the shard and the sample) for
+    the one line naming it when it cannot be decoded."""
+
+    where: str
+
+    def __new__(cls, data: bytes, where: str) -> ShardImage:
+        image = super().__new__(cls, data)
+        image.where = where
+        return image
+
+    def __reduce__(self) -> tuple:
+        return (ShardImage, (bytes(self), self.where))
+
+
 def decode_image(data: bytes, where: str) -> Tensor:
-    """The image file ``data`` as a uint8 RGB tensor ``[3, H, W]``; DataError naming
-    ``where`` if Pillow cannot read it."""
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            return pil_to_tensor(image.convert("RGB"))
-    except UnidentifiedImageError:
-        raise DataError(f"cannot read image {where}: {NOT_AN_IMAGE}") from None
-    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
-        raise DataError(f"cannot read image {where}: {exc}") from None
+    """The image file ``data`` as an upright uint8 RGB tensor ``[3, H, W]``, decoded as
+    an image folder's file is (:class:`~hookbus.parts.data.image_decode.SourceImage`: EXIF
+    orientation, 16-bit and transparency); DataError naming ``where`` if it cannot be read."""
+    return SourceImage(data, where).pixels()[0].contiguous()
 
 
 def build_shards(

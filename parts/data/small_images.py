@@ -14,6 +14,7 @@ which names it when it is read.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,9 +48,19 @@ def image_size(path: Path) -> tuple[int, int] | None:
             if header is not None:
                 return header[1], header[0]
             handle.seek(0)
-            with Image.open(handle) as image:
-                return image.size
-    except (DataError, OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError):
+            with warnings.catch_warnings():  # a bomb is the decoder's to name
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(handle) as image:
+                    return image.size
+    except (
+        DataError,
+        OSError,
+        ValueError,
+        SyntaxError,
+        EOFError,
+        Image.DecompressionBombError,
+        Image.DecompressionBombWarning,
+    ):
         return None
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, cast
 from torch import Tensor, nn
 
 from hookbus.engine.config import BackboneConfig, Config
-from hookbus.engine.errors import ConfigError
+from hookbus.engine.errors import CheckpointError, ConfigError
 from hookbus.engine.methods import method_of
 from hookbus.engine.registry import Registry, UnknownNameError
 from hookbus.parts.models.fine_tune import FineTuneModel
@@ -308,7 +308,10 @@ def build_model(cfg: Config, backbone: nn.Module | None = None) -> nn.Module:
     if backbone is None:
         backbone = BACKBONES.get(model_cfg.backbone.name)(backbone_config(cfg))
         if model_cfg.backbone.weights is not None:
-            load_backbone_weights(backbone, model_cfg.backbone.weights, name=str(name))
+            try:
+                load_backbone_weights(backbone, model_cfg.backbone.weights, name=str(name))
+            except CheckpointError as exc:
+                raise CheckpointError(f"model.backbone.weights: {exc}") from None
     if model_cfg.linear_eval.enabled:
         if model_cfg.linear_eval.checkpoint is not None:
             load_backbone_weights(backbone, model_cfg.linear_eval.checkpoint)

@@ -19,41 +19,59 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hookbus.engine.config import Config
+from hookbus.engine.errors import CheckpointError
 from hookbus.parts.models.ssl_model import ModelOutput
-from hookbus.parts.models.timm_any import TimmViTTokens, is_timm_vit
 from hookbus.parts.models.vit import ViTBackbone
 
 
-def spatial_features(backbone: nn.Module, images: Tensor) -> Tensor:
-    """The features ``[B, C, H, W]`` of ``images`` before the backbone pools them: a
-    ViT's patch tokens on their grid, a CNN's last feature map. Supported: hookbus's ViTs,
-    small CNN and ResNets, torchvision's ResNets and every timm model
-    (``forward_features``); ValueError for others."""
+def pooled_and_spatial(backbone: nn.Module, images: Tensor) -> tuple[Tensor, Tensor]:
+    """The pooled features ``[B, D]`` of ``images`` (the backbone's output) and the
+    features ``[B, C, H, W]`` before the backbone pools them: a ViT's patch tokens on
+    their grid, a CNN's last feature map. Supported: hookbus's ViTs, small CNN and
+    ResNets, torchvision's ResNets and every timm model; ValueError for others.
+
+    Each goes through a method that FSDP gathers a sharded unit's parameters for (the
+    forward, a ViT's ``tokens``, timm's ``forward_features``), never through a part of
+    the backbone called alone: a CNN's map is caught by a forward hook."""
     if isinstance(backbone, ViTBackbone):
-        return _grid(backbone.tokens(images)[1], images, backbone.patch_size)
-    if is_timm_vit(backbone):
-        tokens = TimmViTTokens(backbone)
-        return _grid(tokens.patch_tokens(images), images, tokens.patch_size)
+        cls, patches = backbone.tokens(images)
+        return cls, _grid(patches, images, backbone.patch_size)
     if type(backbone).__module__.startswith("timm."):
         net: Any = backbone
         features = net.forward_features(images)
         if features.dim() == 3:  # tokens: the prefix (class, registers) first
             patches = features[:, getattr(net, "num_prefix_tokens", 0) :]
             side = math.isqrt(patches.shape[1])
-            return patches.transpose(1, 2).reshape(len(images), -1, side, side)
-        return features
+            features = patches.transpose(1, 2).reshape(len(images), -1, side, side)
+        return cast(Tensor, backbone(images)), features
+    last = _last_map(backbone)
+    caught: list[Tensor] = []
+    handle = last.register_forward_hook(lambda module, args, out: caught.append(out))
+    try:
+        pooled = backbone(images)
+    finally:
+        handle.remove()
+    return pooled, caught[0]
+
+
+def _last_map(backbone: nn.Module) -> nn.Module:
+    """The module whose output is the CNN's last feature map, before its pooling."""
     layers = getattr(backbone, "layers", None)
     if isinstance(layers, nn.Sequential) and isinstance(layers[-1], nn.Flatten):
-        return cast(Tensor, layers[:-2](images))  # the small CNN: before pool and flatten
+        return layers[-3]  # the small CNN: its last ReLU, before pool and flatten
     if all(hasattr(backbone, name) for name in ("conv1", "layer4", "avgpool")):
-        net = backbone
-        x = net.maxpool(net.relu(net.bn1(net.conv1(images))))
-        return cast(Tensor, net.layer4(net.layer3(net.layer2(net.layer1(x)))))
+        return cast(nn.Module, backbone.layer4)
     raise ValueError(
         f"{type(backbone).__name__} gives no patch or spatial features that hookbus can "
         "read (hookbus's ViTs, small CNN and ResNets, torchvision's ResNets and timm's "
         "models do): use loss.distillation.mode=global"
     )
+
+
+def spatial_features(backbone: nn.Module, images: Tensor) -> Tensor:
+    """The features ``[B, C, H, W]`` of ``images`` before the backbone pools them (see
+    :func:`pooled_and_spatial`)."""
+    return pooled_and_spatial(backbone, images)[1]
 
 
 def _grid(patches: Tensor, images: Tensor, patch_size: int) -> Tensor:
@@ -63,19 +81,21 @@ def _grid(patches: Tensor, images: Tensor, patch_size: int) -> Tensor:
 
 class FrozenTeacher:
     """A backbone that is never trained: eval mode, no gradients; ``mean``/``std`` (or
-    None) its own normalisation, ``image_size`` (or None) the side it reads. A deep copy
-    of a model holding it shares it."""
+    None) its own normalisation, ``image_size`` (or None) the side it reads,
+    ``in_channels`` the channels it reads. A deep copy of a model holding it shares it."""
 
     def __init__(
         self,
         backbone: nn.Module,
         *,
         image_size: int | None = None,
+        in_channels: int = 3,
         mean: tuple[float, ...] | None = None,
         std: tuple[float, ...] | None = None,
     ) -> None:
         self.backbone = backbone.eval().requires_grad_(False)
         self.image_size = image_size
+        self.in_channels = in_channels
         self.mean = mean
         self.std = std
 
@@ -133,8 +153,8 @@ class DistillationModel(nn.Module):
                 if self.patch_projection is None:
                     features.append(self.backbone(images))
                     continue
-                grid = spatial_features(self.backbone, images)
-                features.append(self._pooled(images, grid))
+                pooled, grid = pooled_and_spatial(self.backbone, images)
+                features.append(pooled)
                 patches.append(self.patch_projection(grid.permute(0, 2, 3, 1)))
             pooled = torch.cat(features)
             output["view_features"] = list(pooled.split(sizes))
@@ -144,14 +164,6 @@ class DistillationModel(nn.Module):
         if "image" in batch:
             output["features"] = self.backbone(batch["image"])
         return output
-
-    def _pooled(self, images: Tensor, grid: Tensor) -> Tensor:
-        # A CNN pools its last map (one pass); a ViT's pooled feature is its class token.
-        if isinstance(self.backbone, ViTBackbone) or is_timm_vit(self.backbone):
-            return cast(Tensor, self.backbone(images))
-        if type(self.backbone).__module__.startswith("timm."):
-            return cast(Tensor, cast(Any, self.backbone).forward_head(grid, pre_logits=True))
-        return grid.mean(dim=(2, 3))
 
     def encode(self, images: Tensor) -> Tensor:
         """The student's pooled features ``[B, D]`` of ``images``."""
@@ -189,9 +201,16 @@ def build_teacher(cfg: Config) -> FrozenTeacher:
     except ValueError as exc:
         raise ValueError(f"loss.distillation.teacher.name: {exc}") from None
     if section.weights is not None:
-        load_backbone_weights(backbone, section.weights, name=f"teacher {section.name}")
+        try:
+            load_backbone_weights(backbone, section.weights, name=f"teacher {section.name}")
+        except CheckpointError as exc:
+            raise CheckpointError(f"loss.distillation.teacher.weights: {exc}") from None
     return FrozenTeacher(
-        backbone, image_size=section.image_size, mean=section.mean, std=section.std
+        backbone,
+        image_size=section.image_size,
+        in_channels=section.in_channels,
+        mean=section.mean,
+        std=section.std,
     )
 
 
@@ -229,16 +248,20 @@ def _teacher_probe(teacher: FrozenTeacher, cfg: Config) -> Tensor:
 
 def teacher_images(teacher: FrozenTeacher, views: Tensor, mean: Tensor, std: Tensor) -> Tensor:
     """``views`` (normalised with the data's ``mean`` and ``std``, ``[C]`` each:
-    ``data.torchvision.mean`` and ``std``) as the
-    teacher reads them: resized to its image size (bilinear, antialiased) and normalised
-    with its own mean and std, when it has them."""
+    ``data.torchvision.mean`` and ``std``) as the teacher reads them: resized to its
+    image size (bilinear, antialiased), grey views repeated on the teacher's
+    ``in_channels`` when it reads more, and normalised with its own mean and std, when it
+    has them."""
     images = views
     if teacher.image_size is not None and views.shape[-1] != teacher.image_size:
         size = (teacher.image_size, teacher.image_size)
         images = F.interpolate(images, size=size, mode="bilinear", antialias=True)
     if teacher.mean is not None and teacher.std is not None:
-        pixels = images * std.view(1, -1, 1, 1) + mean.view(1, -1, 1, 1)
-        own_mean = pixels.new_tensor(teacher.mean).view(1, -1, 1, 1)
-        own_std = pixels.new_tensor(teacher.std).view(1, -1, 1, 1)
-        images = (pixels - own_mean) / own_std
+        images = images * std.view(1, -1, 1, 1) + mean.view(1, -1, 1, 1)
+    if images.shape[1] == 1 and teacher.in_channels > 1:
+        images = images.expand(-1, teacher.in_channels, -1, -1)
+    if teacher.mean is not None and teacher.std is not None:
+        own_mean = images.new_tensor(teacher.mean).view(1, -1, 1, 1)
+        own_std = images.new_tensor(teacher.std).view(1, -1, 1, 1)
+        images = (images - own_mean) / own_std
     return images

@@ -105,6 +105,15 @@ IJEPA = (
 )
 """I-JEPA's recipe on :data:`SMALL_VIT`, a predictor of 2 blocks of width 8, 2 target
 blocks (about 3 of the 16 patches each) and a context of at least 2 patches."""
+DISTILLATION = (
+    *RUNS,
+    "model.backbone.width=4",
+    "loss.distillation.queue_size=24",
+    "loss.distillation.mode=both",
+)
+"""The distillation recipe's student shrunk to the tiny images, both losses, a queue of 24
+teacher embeddings (16 a step on two ranks: it wraps around); the teacher's weights file
+comes with the run's overrides."""
 DINOV3 = (
     *MASKED,
     "model.backbone.vit.position_embedding=rope",
@@ -127,6 +136,7 @@ LEJEPA = (
 """LeJEPA's recipe on :data:`SMALL_VIT`, a projector 8-16-8, 16 directions."""
 RECIPES = {
     "byol_digits": SMALL,
+    "distillation_digits": DISTILLATION,
     "moco_digits": MOCO,
     "moco_v3_digits": SMALL,
     "dino_digits_vit_tiny": VIT,

@@ -80,6 +80,8 @@ EXPORT = "tests/runner/test_export_safety.py"
 EVAL = "tests/runner/test_eval_bad_inputs.py"
 PLOT = "tests/runner/test_plot_safety.py"
 WORKERS = "tests/runner/test_loader_worker_errors.py"
+PHOTOS = "tests/runner/test_bad_inputs_image_folders.py"
+PHOTOS_ROW = "test_a_bad_input_in_the_image_folder_is_one_line_exit_2"
 CKPT = "tests/kernel/test_checkpoint_io.py"
 TRUST = "tests/runner/test_checkpoint_trust.py"
 WRITES = "tests/integration/test_write_failures.py"
@@ -87,6 +89,12 @@ WEIGHTS = "tests/integration/test_bad_inputs_weights.py"
 FSDP = "tests/integration/test_fsdp.py"
 SHARDS = "tests/integration/test_shards.py"
 S3 = "tests/integration/test_shards_s3.py"
+BAD_SHARDS = "tests/integration/test_bad_inputs_shards.py"
+BAD_SHARDS_S3 = "tests/integration/test_bad_inputs_shards_s3.py"
+BAD_CKPT = "tests/integration/test_bad_inputs_sharded_ckpt.py"
+READ_SHARDS = "test_a_bad_shard_set_is_one_line_naming_the_file_before_the_first_step"
+WRITE_SHARDS = "test_shard_onto_a_full_or_read_only_disk_is_one_line_exit_1_and_nothing_named_out"
+RESUME_CKPT = "test_a_damaged_sharded_checkpoint_is_skipped_for_the_previous_one_on_resume"
 END = "tests/integration/test_end_of_run.py"
 KILLS = "tests/integration/test_kill_resume.py"
 
@@ -140,19 +148,18 @@ SURFACES: dict[str, dict[str, Row]] = {
         "test_validate_and_train_refuse_a_link_out_and_write_nothing",
     },
     "training image folder (photos)": {
-        "missing": Gap("helper photos: a missing train_dir"),
-        "empty": f"{WORKERS}::test_a_class_folder_without_images_is_refused_naming_it",
-        "truncated": f"{WORKERS}::test_a_corrupt_image_is_the_same_line_with_workers_as_without",
-        "garbled": f"{WORKERS}::test_a_corrupt_image_is_the_same_line_with_workers_as_without",
-        "wrong type or another tool's": f"{WORKERS}::"
-        "test_a_corrupt_image_is_the_same_line_with_workers_as_without",
-        "huge claimed size or deep nesting": Gap("helper photos: a decompression bomb"),
-        "sparse 8 GB file": f"{BR}::test_an_8_gib_sparse_jpeg_is_refused_naming_the_file_and_limit",
-        "FIFO": f"{WORKERS}::test_a_fifo_named_like_an_image_is_refused_naming_it",
-        "/dev/zero link": Gap("helper photos: a link to /dev/zero named .jpg"),
-        "symlink loop or broken link": f"{WORKERS}::test_a_symbolic_link_loop_is_refused",
-        "directory for a file, or the reverse": f"{WORKERS}::"
-        "test_a_linked_class_folder_and_a_folder_named_like_an_image_are_read",
+        "missing": f"{PHOTOS}::{PHOTOS_ROW}[missing folder]",
+        "empty": f"{PHOTOS}::{PHOTOS_ROW}[empty folder]",
+        "truncated": f"{PHOTOS}::{PHOTOS_ROW}[truncated JPEG]",
+        "garbled": f"{PHOTOS}::test_a_corrupt_jpeg_prints_exactly_one_line_in_a_real_process",
+        "wrong type or another tool's": f"{PHOTOS}::{PHOTOS_ROW}[text named .png]",
+        "huge claimed size or deep nesting": f"{PHOTOS}::{PHOTOS_ROW}"
+        "[PNG claiming 100000 x 100000 pixels]",
+        "sparse 8 GB file": f"{PHOTOS}::{PHOTOS_ROW}[sparse 8 GiB JPEG]",
+        "FIFO": f"{PHOTOS}::{PHOTOS_ROW}[FIFO named .jpg]",
+        "/dev/zero link": f"{PHOTOS}::{PHOTOS_ROW}[link to /dev/zero]",
+        "symlink loop or broken link": f"{PHOTOS}::{PHOTOS_ROW}[symbolic link loop]",
+        "directory for a file, or the reverse": f"{PHOTOS}::{PHOTOS_ROW}[a file for the folder]",
         "unreadable": f"{WORKERS}::test_a_subfolder_that_cannot_be_listed_is_an_error",
         "changed or removed during the run": f"{WORKERS}::"
         "test_an_image_removed_after_the_listing_is_named_with_workers",
@@ -193,17 +200,19 @@ SURFACES: dict[str, dict[str, Row]] = {
     "hookbus embed and export: the checkpoint or exported file read": {
         "missing": "tests/runner/test_embed.py::"
         "test_a_user_error_is_one_line_exit_2_and_writes_nothing",
-        "empty": Gap("a zero-byte exported backbone given to embed"),
+        "empty": f"{EMBED}::test_a_source_embed_cannot_load_is_one_line_naming_it[an empty file]",
         "truncated": f"{TRUST}::test_export_refuses_a_checkpoint_that_does_not_match_its_checksum",
         "garbled": f"{TRUST}::test_export_refuses_a_checkpoint_that_does_not_match_its_checksum",
         "wrong type or another tool's": "tests/runner/test_checkpoint_contents.py::"
         "test_export_refuses_weights_that_do_not_fit_the_backbone",
         "huge claimed size or deep nesting": "tests/runner/test_checkpoint_contents.py::"
         "test_export_of_a_misfit_checkpoint_is_one_line_exit_2",
-        "sparse 8 GB file": Gap("an 8 GB sparse file given to export or embed as the source"),
+        "sparse 8 GB file": f"{EMBED}::test_a_source_embed_cannot_load_is_one_line_naming_it"
+        "[an 8 GiB sparse file]",
         "FIFO": f"{EXPORT}::test_a_fifo_as_source_is_refused_without_waiting",
         "/dev/zero link": f"{EXPORT}::test_a_device_as_source_is_refused",
-        "symlink loop or broken link": Gap("a source that is a link loop"),
+        "symlink loop or broken link": f"{EMBED}::"
+        "test_a_source_export_meets_as_a_link_loop_is_one_line",
         "directory for a file, or the reverse": f"{TRUST}::"
         "test_export_to_a_directory_is_one_line_exit_2",
         "unreadable": Gap("a source without read permission"),
@@ -295,49 +304,46 @@ SURFACES: dict[str, dict[str, Row]] = {
         "changed or removed during the run": NA("read once, before the run directory exists"),
     },
     "shard sets, local and S3 cache (shards)": {
-        "missing": f"{SHARDS}::test_a_folder_without_shards_is_refused",
-        "empty": Gap("helper shards: an empty shard"),
-        "truncated": Gap("helper shards: a truncated shard"),
-        "garbled": Gap("helper shards: a garbled shard"),
-        "wrong type or another tool's": f"{SHARDS}::"
-        "test_an_index_that_is_not_a_shard_index_is_one_line",
-        "huge claimed size or deep nesting": Gap("helper shards: an index claiming 10**12 samples"),
-        "sparse 8 GB file": Gap("helper shards: an 8 GB sparse shard"),
-        "FIFO": Gap("helper shards: a shard that is a FIFO"),
-        "/dev/zero link": Gap("helper shards: a shard linked to /dev/zero"),
-        "symlink loop or broken link": f"{SHARDS}::"
-        "test_a_shard_file_name_that_leaves_the_folder_is_refused",
-        "directory for a file, or the reverse": Gap("helper shards: the S3 cache folder is a file"),
-        "unreadable": Gap("helper shards: a read-only or unreadable cache folder"),
-        "changed or removed during the run": f"{S3}::"
-        "test_shards_rewritten_in_the_store_are_refused_not_read_stale",
+        "missing": f"{BAD_SHARDS}::{READ_SHARDS}[missing shard]",
+        "empty": f"{BAD_SHARDS}::{READ_SHARDS}[empty shard]",
+        "truncated": f"{BAD_SHARDS}::{READ_SHARDS}[truncated shard]",
+        "garbled": f"{BAD_SHARDS}::{READ_SHARDS}[garbled shard]",
+        "wrong type or another tool's": f"{BAD_SHARDS}::{READ_SHARDS}"
+        "[another writer's string labels]",
+        "huge claimed size or deep nesting": f"{BAD_SHARDS}::{READ_SHARDS}[index nested deep]",
+        "sparse 8 GB file": f"{BAD_SHARDS}::{READ_SHARDS}[sparse 8 GiB shard]",
+        "FIFO": f"{BAD_SHARDS}::{READ_SHARDS}[shard a FIFO]",
+        "/dev/zero link": f"{BAD_SHARDS}::{READ_SHARDS}[shard a link to /dev/zero]",
+        "symlink loop or broken link": f"{BAD_SHARDS}::{READ_SHARDS}[shard a symbolic link loop]",
+        "directory for a file, or the reverse": f"{BAD_SHARDS_S3}::"
+        "test_a_cache_folder_that_is_no_folder_is_one_line_naming_the_key[the cache folder a file]",
+        "unreadable": f"{BAD_SHARDS}::test_an_unreadable_shard_is_one_line_before_the_first_step",
+        "changed or removed during the run": f"{BAD_SHARDS}::"
+        "test_a_shard_changed_during_the_run_is_one_line_exit_1_and_the_checkpoint_stays",
     },
     "hookbus shard: its output (shards)": {
-        "read-only destination": Gap("helper shards: hookbus shard into a read-only folder"),
-        "full disk": Gap("helper shards: hookbus shard onto a full disk"),
-        "kill mid-write, then a rerun": Gap("helper shards: a kill while shards are written"),
+        "read-only destination": f"{BAD_SHARDS}::{WRITE_SHARDS}[read-only]",
+        "full disk": f"{BAD_SHARDS}::{WRITE_SHARDS}[full]",
+        "kill mid-write, then a rerun": f"{BAD_SHARDS}::"
+        "test_shard_killed_mid_write_leaves_nothing_named_out_and_a_rerun_equals_a_clean_run",
         "the destination is an input": f"{SHARDS}::"
         "test_shard_refuses_an_existing_output_and_a_file_that_is_no_image",
     },
     "sharded (FSDP) checkpoints (shards)": {
-        "missing": f"{FSDP}::test_a_missing_shard_leaves_no_valid_checkpoint",
-        "empty": Gap("helper shards: an empty metadata file"),
-        "truncated": f"{FSDP}::test_a_half_written_checkpoint_is_never_the_newest_and_is_cleared",
-        "garbled": f"{FSDP}::test_resume_skips_a_checkpoint_with_a_corrupt_shard",
-        "wrong type or another tool's": Gap(
-            "helper shards: a planted pickle payload in the metadata"
-        ),
-        "huge claimed size or deep nesting": Gap(
-            "helper shards: metadata claiming a 10**12-element tensor"
-        ),
-        "sparse 8 GB file": Gap("helper shards: an 8 GB sparse shard file"),
-        "FIFO": Gap("helper shards: a metadata path that is a FIFO"),
-        "/dev/zero link": Gap("helper shards: a shard linked to /dev/zero"),
-        "symlink loop or broken link": Gap("helper shards: a shard path leaving the folder"),
-        "directory for a file, or the reverse": Gap(
-            "helper shards: a folder where a shard belongs"
-        ),
-        "unreadable": Gap("helper shards: an unreadable shard"),
+        "missing": f"{BAD_CKPT}::{RESUME_CKPT}[the metadata missing]",
+        "empty": f"{BAD_CKPT}::{RESUME_CKPT}[the metadata empty]",
+        "truncated": f"{BAD_CKPT}::{RESUME_CKPT}[a shard truncated]",
+        "garbled": f"{BAD_CKPT}::{RESUME_CKPT}[the metadata garbled]",
+        "wrong type or another tool's": f"{BAD_CKPT}::{RESUME_CKPT}"
+        "[a pickle payload in the metadata]",
+        "huge claimed size or deep nesting": f"{BAD_CKPT}::{RESUME_CKPT}"
+        "[a 10**12-element tensor claimed]",
+        "sparse 8 GB file": f"{BAD_CKPT}::{RESUME_CKPT}[a shard sparse 8 GiB]",
+        "FIFO": f"{BAD_CKPT}::{RESUME_CKPT}[a storage path to a FIFO outside the folder]",
+        "/dev/zero link": f"{BAD_CKPT}::{RESUME_CKPT}[the metadata a link to /dev/zero]",
+        "symlink loop or broken link": f"{BAD_CKPT}::{RESUME_CKPT}[a shard a symbolic link loop]",
+        "directory for a file, or the reverse": f"{BAD_CKPT}::{RESUME_CKPT}[a shard a folder]",
+        "unreadable": f"{BAD_CKPT}::test_an_unreadable_shard_is_one_line_from_export",
         "changed or removed during the run": f"{FSDP}::test_a_corrupt_shard_is_refused_by_export",
     },
     "hookbus sbatch: the script it writes (clusters)": {
@@ -356,7 +362,7 @@ SURFACES: dict[str, dict[str, Row]] = {
 }
 """Every input surface and its rows (see the module's docstring)."""
 
-GAP_COUNT = 43
+GAP_COUNT = 19
 """How many rows are gaps today: a change that adds a surface with holes, or closes one,
 updates it, in review."""
 

@@ -13,6 +13,8 @@ import os
 import pickle
 import re
 import shutil
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -133,6 +135,11 @@ def _replace(name: str, make: Callable[[Path], None], rehash: bool = True) -> Ca
     return plant
 
 
+def _sparse(path: Path) -> None:
+    with path.open("wb") as file:
+        file.truncate(8 << 30)
+
+
 def _truncate(folder: Path) -> None:
     shard = folder / "__0_0.distcp"
     shard.write_bytes(shard.read_bytes()[:100])
@@ -163,6 +170,18 @@ ROWS: dict[str, tuple[Callable[[Path], None], str]] = {
         "is stored in '../.*', not a file of its own",
     ),
     "the metadata a FIFO": (_replace(".metadata", os.mkfifo, False), "is a FIFO"),
+    "the metadata empty": (
+        _replace(".metadata", lambda p: p.write_bytes(b"")),
+        "cannot read .*\\.metadata",
+    ),
+    "a shard sparse 8 GiB": (
+        _replace("__0_0.distcp", _sparse, False),
+        "__0_0.distcp is 8.0 GiB, over hookbus's limit of",
+    ),
+    "a shard a symbolic link loop": (
+        _replace("__0_0.distcp", lambda p: p.symlink_to(p), False),
+        "__0_0.distcp is a symbolic link",
+    ),
     "the metadata missing": (lambda f: (f / ".metadata").unlink(), ".metadata is missing"),
     "the metadata garbled": (
         _replace(".metadata", lambda p: p.write_bytes(b"\x80\x05garbage")),
@@ -247,3 +266,28 @@ def test_a_sound_sharded_checkpoint_loads_without_torchs_process_group_warning(r
         checkpoint = load_whole_checkpoint(run / POINTER_NAME)
     assert not [w for w in caught if PROCESS_GROUP_WARNING in str(w.message)]
     assert all(torch.is_tensor(value) for value in checkpoint["model"].values())
+
+
+WITHOUT_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+"""As root: without the capabilities to read any file and enter any folder."""
+
+
+@pytest.mark.slow
+def test_an_unreadable_shard_is_one_line_from_export(run: Path, tmp_path: Path) -> None:
+    """In a ``hookbus export`` process for which permissions hold (root's override
+    dropped with setpriv): a real mode 000 shard file."""
+    copy = Path(shutil.copytree(run, tmp_path / "run", symlinks=True))
+    shard = _newest_folder(copy) / "__0_0.distcp"
+    shard.chmod(0)
+    prefix = WITHOUT_OVERRIDE if os.geteuid() == 0 else []
+    out = tmp_path / "backbone.pth"
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "hookbus", "export", str(copy / POINTER_NAME), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("hookbus export: error: sharded checkpoint "), done.stderr
+    assert f"cannot read checkpoint shard {shard}: Permission denied" in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not out.exists()

@@ -94,6 +94,27 @@ def _no_hashes(folder: Path) -> None:
     _set_index(folder, change)
 
 
+def _not_an_image(folder: Path) -> None:
+    """The first sample's image bytes turned to zeros, the shard's SHA-256 recorded anew:
+    a shard that fits its index and holds an image no decoder reads."""
+    import hashlib
+
+    shard = _first(folder)
+    data = bytearray(shard.read_bytes())
+    count = int.from_bytes(data[:4], "little")
+    start = int.from_bytes(data[4:8], "little")
+    length = int.from_bytes(data[start : start + 4], "little")
+    data[start + 4 : start + 4 + length] = bytes(length)
+    shard.write_bytes(bytes(data))
+
+    def change(index: dict) -> None:
+        entry = index["shards"][0]
+        assert entry["samples"] == count
+        entry["raw_data"]["hashes"]["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
+
+    _set_index(folder, change)
+
+
 def _then(*plants: Callable[[Path], None]) -> Callable[[Path], None]:
     def plant(folder: Path) -> None:
         for step in plants:
@@ -176,6 +197,11 @@ READ_ROWS = {
         "garbled",
         _then(_no_hashes, _rewrite_first(lambda d: bytes(d[:8]) + b"\xff\xff" + bytes(d[10:]))),
         f"{SHARD} has a garbled sample table",
+    ),
+    "an image in a shard that is no image": Row(
+        "garbled",
+        _not_an_image,
+        f"cannot read image .*{SHARD} sample 0: not an image file Pillow can identify",
     ),
     "index a list": Row("wrong type", lambda f: (f / INDEX).write_text("[1, 2]"), "is list, not"),
     "sample count a string": Row(
@@ -318,17 +344,20 @@ def test_every_shard_hookbus_writes_records_its_sha256(shards: Path) -> None:
         assert entry["raw_data"]["hashes"] == {"sha256": hashlib.sha256(data).hexdigest()}
 
 
+@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_a_shard_changed_during_the_run_is_one_line_exit_1_and_the_checkpoint_stays(
-    shards: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    workers: int, shards: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The set passes its checks; after the run's 2nd step a hook garbles the sample
     table of every shard (as another program rewriting the set would): the 3rd step's
     read is one line naming the shard and the sample, exit status 1, and the checkpoint
-    of step 2 is the newest and intact."""
+    of step 2 is the newest and intact; read in this process or in a loader worker (whose
+    batches read ahead may include the 3rd)."""
     folder, run = Path(shutil.copytree(shards, tmp_path / "set")), tmp_path / "run"
     extra = f"hooks.extra=[{{name: garble_shards, params: {{folder: '{folder}', at: 2}}}}]"
     imports = "trainer.imports=[tests.integration.shard_tamper]"
-    assert main([*_train(folder, run), imports, extra, "-q"]) == 1
+    loader = f"data.num_workers={workers}"
+    assert main([*_train(folder, run), imports, extra, loader, "-q"]) == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1, err
     assert re.match(
@@ -337,7 +366,8 @@ def test_a_shard_changed_during_the_run_is_one_line_exit_1_and_the_checkpoint_st
         err,
     ), err
     newest = newest_valid_checkpoint(run)
-    assert newest is not None and newest[1]["iteration"] == 2
+    # a worker may have read the 3rd batch before the change: the 4th read fails then
+    assert newest is not None and newest[1]["iteration"] in ((2,) if workers == 0 else (2, 3))
 
 
 def _garble_table(shard: Path) -> None:
@@ -498,3 +528,29 @@ def test_shard_onto_an_output_that_is_no_empty_folder_is_refused(
     assert main(["shard", str(photos / "train"), str(out)]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and named in err, err
+
+
+WITHOUT_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+"""As root: without the capabilities to read any file and enter any folder."""
+
+
+@pytest.mark.slow
+def test_an_unreadable_shard_is_one_line_before_the_first_step(
+    shards: Path, tmp_path: Path
+) -> None:
+    """In a ``hookbus train`` process for which permissions hold (root's override
+    dropped with setpriv): a real mode 000 shard."""
+    folder = Path(shutil.copytree(shards, tmp_path / "set"))
+    shard = _first(folder)
+    shard.chmod(0)
+    prefix = WITHOUT_OVERRIDE if os.geteuid() == 0 else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "hookbus", *_train(folder, tmp_path / "run"), "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"hookbus train: error: cannot read shard {shard}: Permission denied\n"

@@ -5,6 +5,7 @@ on a loopback port): every row is one line naming the folder or the shard, exit 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -41,11 +42,11 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
-def _filled(url: str, cache: Path) -> Path:
-    """``cache`` holding every file of ``url``'s shards (fetched once)."""
-    data = ShardDataset(url, cache)
-    for entry in data.entries:
-        data._fetch(entry.basename, entry)
+def _filled(url: str, shards: Path, cache: Path) -> Path:
+    """``cache`` holding every file of ``url``'s shards, as a run that read them all
+    leaves it (the store's files are the local shards')."""
+    shutil.copytree(shards, cache)
+    (cache / SOURCE_FILE).write_text(json.dumps({"url": url}) + "\n")
     return cache
 
 
@@ -106,9 +107,9 @@ KEPT_ROWS: dict[str, tuple[Callable[[Path], None], str]] = {
 
 @pytest.mark.parametrize("name", sorted(KEPT_ROWS))
 def test_a_bad_file_in_the_cache_folder_is_one_line_naming_it(
-    name: str, bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str, bucket: str, shards: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cache = _filled(bucket, tmp_path / "cache")
+    cache = _filled(bucket, shards, tmp_path / "cache")
     KEPT_ROWS[name][0](cache)
     assert main(_train(bucket, cache, tmp_path / "run")) == 2
     assert re.search(KEPT_ROWS[name][1], _one_line(capsys))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,41 @@ def test_distributed_benchmark_efficiency_is_over_twice_one_process() -> None:
     table = bench_distributed.rows("w", results)
     assert [row[4:] for row in table] == [["", ""], ["", ""], ["0.60", "1.00"], ["0.45", "0.75"]]
     assert len(table[0]) == len(bench_distributed.HEADER)
+
+
+def test_launcher_comparison_gives_wall_and_cpu_over_torchruns_per_condition() -> None:
+    launcher, torchrun = bench_distributed.LAUNCHER, bench_distributed.TORCHRUN_2
+    measure = bench_distributed.Measurement
+    results = {
+        ("quiet", launcher): [measure(20.0, 0, 30.0), measure(22.0, 0, 31.0)],
+        ("quiet", torchrun): [measure(25.0, 0, 40.0), measure(26.0, 0, 41.0)],
+        ("busy", launcher): [measure(50.0, 0, 30.0)],
+        ("busy", torchrun): [measure(40.0, 0, 30.0)],
+    }
+    table = bench_distributed.launcher_rows(results)
+    assert [row[:2] + row[4:] for row in table] == [
+        ["quiet", launcher, "0.824", "0.753"],
+        ["quiet", torchrun, "1.000", "1.000"],
+        ["busy", launcher, "1.250", "1.000"],
+        ["busy", torchrun, "1.000", "1.000"],
+    ]
+    assert len(table[0]) == len(bench_distributed.LAUNCHER_HEADER)
+
+
+def test_a_busy_run_stops_its_spinning_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[subprocess.Popen] = []
+    real = subprocess.Popen
+
+    def spy(*args: object, **kwargs: object) -> subprocess.Popen:
+        process = real(*args, **kwargs)
+        started.append(process)
+        return process
+
+    monkeypatch.setattr(bench_distributed.subprocess, "Popen", spy)
+    monkeypatch.setattr(bench_distributed, "run", lambda *args: bench_distributed.Measurement(1, 1))
+    workload = bench_distributed.Workload((), global_batch=8, epochs=1)
+    assert bench_distributed.busy_run("x", workload, tmp_path, 2).wall == 1
+    assert len(started) == 2
+    assert all(process.poll() is not None for process in started)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -215,3 +216,32 @@ def test_a_terminate_on_one_rank_ends_both_cleanly_at_the_same_boundary(tmp_path
     _, checkpoint = newest_valid_checkpoint(run)
     assert (checkpoint["iteration"], checkpoint["phase_done"]) == (3, True)
     assert checkpoint["stopped_by"] == "terminate() on another rank"
+
+
+def test_rank_0_alone_gets_the_listening_socket_the_ranks_meet_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hookbus import launcher
+
+    started: list[tuple[dict[str, str], tuple[int, ...]]] = []
+
+    class Started(FakeRank):
+        def __init__(
+            self, command: list[str], env: dict[str, str], pass_fds: tuple, **options: bool
+        ) -> None:
+            super().__init__(0)
+            assert options == {"start_new_session": True}  # as torchrun starts its workers
+            listening = socket.socket(fileno=os.dup(int(env[launcher.STORE_FD_VARIABLE])))
+            with listening:
+                bound = listening.getsockname()
+                accepting = listening.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            assert (bound, accepting) == (("127.0.0.1", int(env["MASTER_PORT"])), 1)
+            started.append((env, tuple(pass_fds)))
+
+    monkeypatch.setattr(launcher.subprocess, "Popen", Started)
+    monkeypatch.setattr(launcher, "_wait_for_a_child", lambda: None)
+    assert launcher.launch_local(["train", "x.yaml"], 3) == 0
+    fds = {env[launcher.STORE_FD_VARIABLE] for env, _ in started}
+    assert len(fds) == 1
+    assert [kept for _, kept in started] == [(int(fds.pop()),), (), ()]
+    assert [env["RANK"] for env, _ in started] == ["0", "1", "2"]

@@ -79,10 +79,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.parts.models.weights_file", "safetensors"): (
         "the safetensors reader, only for a .safetensors weights file"
     ),
-    ("hookbus.commands", "hookbus.embed_data"): (
-        "hookbus embed's image finding sits beside its transforms (torchvision, about a "
-        "second), which the other commands of a run on tensors never need"
-    ),
     ("hookbus.commands", "hookbus.parts.data.datasets"): SHARDS_ON_USE,
     ("hookbus.engine.launch_env", "hookbus.engine.slurm_env"): (
         "the SLURM reading builds on this module's launch environment, so it is imported "

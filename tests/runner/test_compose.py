@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+import hookbus
 from hookbus.cli import main
 from hookbus.compose import compose, compose_short_yaml, method_names
 from hookbus.engine.config_io import load_config, validate_config
 from hookbus.engine.errors import ConfigError, DataError
+from hookbus.train_call import override_lines
 from tests.photos import make_photo_folder
 
 MASKED = ("mae", "ibot", "dinov2", "ijepa")
@@ -66,9 +68,11 @@ def test_a_masking_method_refuses_a_cnn_in_one_line(method: str) -> None:
 
 def test_ijepa_takes_a_timm_vit_and_mae_does_not() -> None:
     timm = "timm:vit_tiny_patch16_224"
-    assert compose("ijepa", timm, "digits", laptop=True).config.loss.name == "ijepa"
-    spelled = compose("ijepa", "timm/vit_tiny_patch16_224", "digits", laptop=True)
+    spelled = compose("ijepa", "timm/vit_tiny_patch16_224", overrides=["data.image_size=64"])
     assert spelled.config.model.backbone.name == timm
+    assert spelled.config.loss.ijepa.target_blocks == 2  # 4 x 4 patches
+    with pytest.raises(ConfigError, match=r"16 pixels make 1 patches .*data.image_size=64\)$"):
+        compose("ijepa", timm, "digits", laptop=True)
     with pytest.raises(ConfigError, match="hookbus's ViTs, and model timm:vit_tiny"):
         compose("mae", timm, "digits", laptop=True)
 
@@ -226,3 +230,32 @@ def test_load_config_takes_a_shipped_recipe_name() -> None:
     )
     with pytest.raises(ConfigError, match="did you mean simclr_digits"):
         load_config("simclr_digit")
+
+
+def test_the_keywords_of_hookbus_train_are_config_keys() -> None:
+    assert override_lines("optimizer__lr", 0.3) == ["optimizer.lr=0.3"]
+    assert override_lines("optimizer", {"lr": 0.3, "betas": [0.9, 0.95]}) == [
+        "optimizer.lr=0.3",
+        "optimizer.betas=[0.9, 0.95]",
+    ]
+    assert override_lines("epochs", 5) == ["optimizer.num_epochs=5"]
+    assert override_lines("data__folder__train_dir", Path("a b")) == ['data.folder.train_dir="a b"']
+    with pytest.raises(ConfigError, match="^hookbus.train: learning_rate=0.1 is not a config key"):
+        override_lines("learning_rate", 0.1)
+
+
+@pytest.mark.slow
+def test_one_call_trains_returns_the_run_and_keeps_it_finished(tmp_path: Path) -> None:
+    short = {"epochs": 1, "device": "cpu", "hooks__evaluation_report__enabled": False}
+    run = hookbus.train(out=tmp_path / "run", data="digits", method="simclr", **short)
+    assert run.dir == tmp_path / "run"
+    assert run.config.optimizer.num_epochs == 1
+    assert run.checkpoint is not None and run.checkpoint.parent == run.dir
+    assert [row["phase"] for row in run.history] == ["train", "test"]
+    assert (run.dir / "config.yaml").is_file()
+    again = hookbus.train(out=tmp_path / "run", data="digits", method="simclr", **short)
+    assert again.checkpoint == run.checkpoint and again.history == []
+    with pytest.raises(ConfigError, match="optimizer.num_epochs: 1 -> 2"):
+        hookbus.train(
+            out=tmp_path / "run", data="digits", method="simclr", **{**short, "epochs": 2}
+        )

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 from hookbus import Hook, SSLTrainer
 from hookbus.cli import main
@@ -19,7 +20,7 @@ from hookbus.export import export_backbone
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.defaults import method_hooks
 from hookbus.parts.models import BACKBONES
-from hookbus.parts.models.distillation import spatial_features
+from hookbus.parts.models.distillation import FrozenTeacher, spatial_features, teacher_images
 from tests.conftest import tiny_config
 
 TIMM_TEACHER = "timm:vit_tiny_patch16_224"
@@ -223,3 +224,17 @@ def test_validate_names_the_teacher_weights_that_do_not_fit(
     assert status == 2
     assert len(err.strip().splitlines()) == 1
     assert "do not fit the backbone teacher small_cnn" in err
+
+
+def test_the_teachers_images_are_resized_repeated_and_renormalised() -> None:
+    teacher = FrozenTeacher(
+        nn.Identity(), image_size=4, in_channels=3, mean=(0.5, 0.5, 0.5), std=(0.25, 0.5, 1.0)
+    )
+    views = torch.full((2, 1, 2, 2), 2.0)  # pixels 0.1 + 2 * 0.2 = 0.5 under the data's
+    images = teacher_images(teacher, views, torch.tensor([0.1]), torch.tensor([0.2]))
+    assert images.shape == (2, 3, 4, 4)
+    torch.testing.assert_close(images, torch.zeros(2, 3, 4, 4))
+    pixels = teacher_images(
+        FrozenTeacher(nn.Identity(), in_channels=3), views, torch.tensor([0.1]), torch.tensor([0.2])
+    )
+    assert pixels.shape == (2, 3, 2, 2) and bool((pixels == 2.0).all())  # as the student's

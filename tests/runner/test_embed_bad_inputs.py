@@ -418,3 +418,65 @@ def test_a_kill_during_embedding_leaves_no_output_and_a_rerun_equals_a_clean_run
     assert [name for name in os.listdir(tmp_path) if name.startswith(".emb")] == []
     assert embed(run, photos, "--out", out) == 0
     assert out.read_bytes() == clean.read_bytes()
+
+
+# The source embed and export read, and an output that is a link loop -------------------
+
+
+def empty_source(folder: Path) -> Path:
+    (folder / "empty.pth").write_bytes(b"")
+    return folder / "empty.pth"
+
+
+def sparse_source(folder: Path) -> Path:
+    with (folder / "huge.pth").open("wb") as file:
+        file.truncate(8 << 30)
+    return folder / "huge.pth"
+
+
+def loop_source(folder: Path) -> Path:
+    (folder / "loop.pth").symlink_to(folder / "loop.pth")
+    return folder / "loop.pth"
+
+
+SOURCES = {
+    "an empty file": (empty_source, "the file is empty"),
+    "an 8 GiB sparse file": (sparse_source, "not a file torch.save wrote"),
+    "a symbolic link loop": (loop_source, "is a symbolic link loop: it leads nowhere"),
+}
+
+
+@pytest.mark.parametrize("case", list(SOURCES))
+def test_a_source_embed_cannot_load_is_one_line_naming_it(
+    case: str, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make, message = SOURCES[case]
+    source = make(tmp_path)
+    assert embed(source, photos, "--out", tmp_path / "emb.pt") == 2
+    error = one_error_line(capsys)
+    assert str(source) in error and message in error
+
+
+def test_a_source_export_meets_as_a_link_loop_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = loop_source(tmp_path)
+    assert main(["export", str(source), str(tmp_path / "backbone.pth")]) == 2
+    assert capsys.readouterr().err == (
+        f"hookbus export: error: {source} is a symbolic link loop: it leads nowhere\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["embed", "export"])
+def test_an_output_that_is_a_link_loop_is_one_line(
+    command: str, run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "emb.pt"
+    out.symlink_to(tmp_path / "other.pt")
+    (tmp_path / "other.pt").symlink_to(out)
+    inputs = [str(run), str(photos)] if command == "embed" else [str(run)]
+    arguments = [command, *inputs, *(["--out"] if command == "embed" else []), str(out)]
+    assert main(arguments) == 2
+    assert capsys.readouterr().err == (
+        f"hookbus {command}: error: {out} is a symbolic link loop: it leads nowhere\n"
+    )

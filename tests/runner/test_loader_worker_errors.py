@@ -84,7 +84,7 @@ def folder_config(root: Path, pipeline: str, workers: int) -> dict:
         "batch_size": 4,
         "test_batch_size": 4,
         "num_workers": workers,
-        "folder": {"train_dir": str(root)},
+        "folder": {"train_dir": str(root), "labels": "class_folders"},
     }
 
 

@@ -17,11 +17,15 @@ from PIL import Image
 
 from hookbus import DATASETS, DataError
 from hookbus.cli import main
+from hookbus.embed_data import ImageFiles
+from hookbus.engine.config import TorchvisionAugmentConfig
 from hookbus.engine.config_io import validate_config
 from hookbus.hooks.unreadable_images import UNREADABLE_FILE
 from hookbus.parts.data import build_data_loaders
+from hookbus.parts.data.transforms import clean_transform
 from hookbus.parts.data.unreadable import UNREADABLE_KEY
-from tests.photos import photograph
+from tests.eval_runs import photo_settings, write_run
+from tests.photos import make_photo_folder, photograph
 
 PIPELINES = ("torchvision", "crop_first")
 
@@ -229,4 +233,41 @@ def test_a_run_stops_in_one_line_past_the_bound(
         f"data.folder.max_unreadable_count 0 (listed in {run / UNREADABLE_FILE}); the last: "
         f"cannot read image {bad}: image file is truncated"
     )
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_training_evaluation_and_embed_see_a_sideways_photo_upright(
+    tmp_path: Path, pipeline: str
+) -> None:
+    """A phone's portrait photo stored sideways with EXIF orientation 6 gives the same
+    clean image as the upright photo: in the test and memory batches that the kNN meter
+    and ``hookbus eval`` encode, and in ``hookbus embed``'s reader."""
+    upright = photo("china", (36, 48))
+    upright.save(tmp_path / "a_upright.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # turn 90 degrees clockwise to show
+    upright.transpose(Image.Transpose.ROTATE_90).save(tmp_path / "b_sideways.png", exif=exif)
+    loaders = build_data_loaders(validate_config({"data": folder_data(tmp_path, pipeline)}))
+    for split in ("test", "memory"):
+        [batch] = list(loaders[split])
+        assert torch.equal(batch["image"][0], batch["image"][1]), split
+    files = [tmp_path / "a_upright.png", tmp_path / "b_sideways.png"]
+    embedded = ImageFiles(files, clean_transform(TorchvisionAugmentConfig(), 16), 16)
+    (_, first), (_, second) = embedded[0], embedded[1]
+    assert isinstance(first, torch.Tensor) and torch.equal(first, second)
+
+
+def test_an_evaluation_reads_every_image_even_of_a_run_that_skipped_some(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make_photo_folder(tmp_path / "photos", per_class=2, size=24)
+    bad = folder / "test" / "flower" / "001.jpg"
+    bad.write_bytes(truncated_photo())
+    settings = photo_settings(folder, size=16)
+    settings["data"]["folder"]["skip_unreadable"] = True
+    write_run(tmp_path / "run", settings)
+    assert main(["eval", str(tmp_path / "run"), "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hookbus eval: error: cannot read image {bad}: ")
     assert len(err.splitlines()) == 1

@@ -63,6 +63,8 @@ def test_the_first_host_of_a_huge_list_is_found_without_spelling_the_list_out() 
         ("a,,b", "empty host name"),
         ("no de1", "characters outside"),
         ("n1,$(reboot)", "characters outside"),
+        ("node1\n", "characters outside"),
+        ("n[1]" * 9, "more than 8 ranges"),
     ],
 )
 def test_a_malformed_node_list_is_refused(text: str, message: str) -> None:
@@ -72,8 +74,9 @@ def test_a_malformed_node_list_is_refused(text: str, message: str) -> None:
 
 def test_tasks_per_node_are_spelled_out() -> None:
     assert tasks_per_node("2(x3),1") == [2, 2, 2, 1]
-    with pytest.raises(ValueError, match="not N or N"):
-        tasks_per_node("2(3)")
+    for text in ("2(3)", "2\n"):
+        with pytest.raises(ValueError, match="not N or N"):
+            tasks_per_node(text)
 
 
 def test_an_srun_task_takes_its_place_from_slurms_variables() -> None:
