@@ -230,7 +230,6 @@ def fsdp_run(cache: Path) -> Path:
                 "hooks.evaluation_report.enabled=false",
                 "hooks.progress_bar.enabled=false",
                 "hooks.summary_plot.enabled=false",
-                "model.backbone.width=8",
                 "-q",
             ],
             capture_output=True,
