@@ -114,7 +114,8 @@ class LogHook(Hook):
             state.world_size,
             len(state.phases),
         )
-        for line in weights_lines(state.cfg):
+        # A run's config is always there; a hook's unit test may give its engine none.
+        for line in weights_lines(state.cfg) if state.cfg is not None else ():
             logger.info("%s", line)
 
     @rank_zero_only
