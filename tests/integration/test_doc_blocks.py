@@ -100,12 +100,16 @@ def test_console_output_matching() -> None:
 
 def fast_command_lines() -> dict[tuple[str, ...], str]:
     """``{argv: where}`` of the fast ``hookbus`` command lines of the blocks that run
-    (the first block of each, when several pages show the same command)."""
+    (the first block of each, when several pages show the same command), in the order
+    the pages show them; ``hookbus train --show > FILE`` is one (it prints a recipe that a
+    later line reads, and trains nothing)."""
     found: dict[tuple[str, ...], str] = {}
     for block in blocks_of("run", "bash"):
         for line in block.text.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
-            if words[:1] == ["hookbus"] and words[1:2] and words[1] in FAST_COMMANDS:
+            # A recipe printed into a file that a later line of the block reads.
+            shows = words[1:2] == ["train"] and "--show" in words and ">" in words
+            if words[:1] == ["hookbus"] and words[1:2] and (words[1] in FAST_COMMANDS or shows):
                 found.setdefault(tuple(words[1:]), block.where)
     return found
 
