@@ -93,11 +93,10 @@ def rank_main(out: Path) -> None:
     dist.destroy_process_group()
 
 
-def rss_rank(out: Path, name: str, strategy: str) -> None:
-    """Under torchrun: one model's training state as ``strategy`` holds it on this rank,
+def rss_rank(out: Path, recipe: str, teacher: bool, strategy: str) -> None:
+    """Under torchrun: ``recipe``'s training state as ``strategy`` holds it on this rank,
     after one step; rank 0 writes every rank's state bytes and peak resident bytes."""
     dist.init_process_group("gloo")
-    recipe, teacher = MODELS[name]
     cfg = load_config(ROOT / "configs" / f"{recipe}.yaml", [f"distributed.strategy={strategy}"])
     torch.manual_seed(0)
     model = build_model(cfg)
@@ -134,14 +133,22 @@ def rss_table() -> None:
         "(MiB) | FSDP / DDP, state | FSDP / DDP, peak resident |"
     )
     print("|---|---|---|---|---|---|")
-    for name in MODELS:
+    for name, (recipe, teacher) in MODELS.items():
         found = {}
         for strategy in ("ddp", "fsdp"):
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "rss.json"
                 env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
                 command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-                command += ["--nproc_per_node=2", __file__, "--rss-rank", str(out), name, strategy]
+                command += [
+                    "--nproc_per_node=2",
+                    __file__,
+                    "--rss-rank",
+                    str(out),
+                    recipe,
+                    str(teacher),
+                    strategy,
+                ]
                 subprocess.run(command, check=True, env=env, capture_output=True)
                 found[strategy] = json.loads(out.read_text())
         for strategy, ranks in found.items():
@@ -182,7 +189,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--rank"]:
         rank_main(Path(sys.argv[2]))
     elif sys.argv[1:2] == ["--rss-rank"]:
-        rss_rank(Path(sys.argv[2]), sys.argv[3], sys.argv[4])
+        rss_rank(Path(sys.argv[2]), sys.argv[3], sys.argv[4] == "True", sys.argv[5])
     elif sys.argv[1:2] == ["--rss"]:
         rss_table()
     else:

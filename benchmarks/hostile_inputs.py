@@ -217,22 +217,31 @@ def device(target: str) -> Callable[[Path], None]:
 
 
 def full_tmpfs_run(workdir: Path) -> list[str]:
+    mount = small_mount(workdir, full=True)
+    return ["train", DIGITS, f"checkpoint.dir={mount / 'run'}", *FAST, "-q"]
+
+
+def small_mount(workdir: Path, *, full: bool = False, read_only: bool = False) -> Path:
+    """``workdir/small``: a 64 KiB tmpfs, ``full`` to the last byte or ``read_only``
+    (:class:`Skipped` where mounting is not allowed)."""
     mount = workdir / "small"
     mount.mkdir()
+    options = "size=64k,ro" if read_only else "size=64k"
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True
     )
     if done.returncode != 0:
         raise Skipped(f"cannot mount a tmpfs ({done.stderr.decode().strip()[:60]})")
-    filler = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(filler, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(filler)
-    return ["train", DIGITS, f"checkpoint.dir={mount / 'run'}", *FAST, "-q"]
+    if full:
+        filler = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(filler, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(filler)
+    return mount
 
 
 class Skipped(Exception):
@@ -407,43 +416,19 @@ any folder: permissions apply to it as to any user."""
 
 def full_disk_embed(workdir: Path) -> list[str]:
     photos, run_dir = photo_run(workdir.parent)
-    mount = workdir / "small"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        raise Skipped(f"cannot mount a tmpfs ({done.stderr.decode().strip()[:60]})")
-    fill_up(mount)
+    mount = small_mount(workdir, full=True)
     return ["embed", str(run_dir), str(photos), "--out", str(mount / "emb.csv"), "-q"]
 
 
 def read_only_embed(workdir: Path) -> list[str]:
     photos, run_dir = photo_run(workdir.parent)
-    mount = workdir / "small"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        raise Skipped(f"cannot mount a tmpfs ({done.stderr.decode().strip()[:60]})")
+    mount = small_mount(workdir, read_only=True)
     return ["embed", str(run_dir), str(photos), "--out", str(mount / "emb.npz"), "-q"]
 
 
 def left_on_mount(workdir: Path) -> bool:
     """Whether a failed write left anything beside the filler on the small mount."""
     return bool(set(os.listdir(workdir / "small")) - {"filler"})
-
-
-def fill_up(mount: Path) -> None:
-    filler = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(filler, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(filler)
 
 
 def export_case(name: str, make: Callable[[Path, Path], tuple[str, str]]) -> Case:
@@ -468,17 +453,9 @@ def newest(run_dir: Path) -> str:
     return str((run_dir / "checkpoint.torch").resolve())
 
 
-def mounted_export(options: str) -> Callable[[Path, Path], tuple[str, str]]:
+def mounted_export(*, read_only: bool) -> Callable[[Path, Path], tuple[str, str]]:
     def make(workdir: Path, run_dir: Path) -> tuple[str, str]:
-        mount = workdir / "small"
-        mount.mkdir()
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True
-        )
-        if done.returncode != 0:
-            raise Skipped(f"cannot mount a tmpfs ({done.stderr.decode().strip()[:60]})")
-        if "ro" not in options.split(","):
-            fill_up(mount)
+        mount = small_mount(workdir, full=not read_only, read_only=read_only)
         return newest(run_dir), str(mount / "backbone.pth")
 
     return make
@@ -672,8 +649,8 @@ CASES: list[Case] = [
         lambda w, run: (newest(run), str(run / ".." / "run" / "config.yaml")),
     ),
     export_case("the checkpoint is a FIFO", fifo_checkpoint),
-    export_case("out on a full disk", mounted_export("size=64k")),
-    export_case("out in a read-only folder", mounted_export("size=64k,ro")),
+    export_case("out on a full disk", mounted_export(read_only=False)),
+    export_case("out in a read-only folder", mounted_export(read_only=True)),
     Case(
         "end of run",
         "two SIGTERMs in the evaluation report, rerun",

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from hookbus.engine.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
+from hookbus.engine.errors import RESUME_HINT, writing
 from hookbus.engine.hook import Hook
 from hookbus.engine.priorities import Priority
 from hookbus.engine.run_engine import RunEngine
@@ -40,7 +41,9 @@ class EvaluationReportHook(Hook):
                   the ``"memory"`` (train split) and ``"test"`` loaders,
                   ``state.device``, ``state.run_dir``
     writes        ``state.summary["evaluation"]``, ``evaluation.json`` in the run
-                  directory, and the table to the ``hookbus`` logger
+                  directory (a failed write: a ``WriteFailure`` naming it, exit
+                  status 1; the run's end-of-run work stays owed), and the table
+                  to the ``hookbus`` logger
     ============  ==============================================================
 
     kNN top-1 uses the train split as memory (k, vote and temperature from
@@ -94,7 +97,9 @@ class EvaluationReportHook(Hook):
         if state.rank != 0:
             return
         state.summary["evaluation"] = dict(self.results)
-        write_text_atomic(state.run_dir / "evaluation.json", json.dumps(self.results, indent=2))
+        path = state.run_dir / "evaluation.json"
+        with writing(path, RESUME_HINT):
+            write_text_atomic(path, json.dumps(self.results, indent=2))
         logger.info("evaluation of the encoder:\n%s", self.table())
 
     def _evaluate_as(self, name: str, model: torch.nn.Module, state: RunState) -> None:

@@ -107,7 +107,9 @@ class SummaryPlotHook(Hook):
     @rank_zero_only
     def on_end(self, engine: RunEngine) -> None:
         state = engine.state
-        state.summary["curves"] = write_plot(self.curves, Path(state.run_dir), str(state.run_dir))
+        run_dir = Path(state.run_dir)
+        with writing(run_dir / CURVES_FILE, RESUME_HINT):
+            state.summary["curves"] = write_plot(self.curves, run_dir, str(run_dir))
 
     def state_dict(self) -> dict[str, Any]:
         return {"curves": self.curves.to_dict()}

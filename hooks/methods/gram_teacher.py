@@ -53,8 +53,8 @@ class GramTeacherHook(Hook):
                         Gram teacher loaded from a checkpoint replaces its weights
     ``on_forward``      in a train phase at step ``start`` (``state.iteration - 1``)
                         and on, first copies the momentum teacher into it if it was
-                        not yet; once it was, runs its backbone (no gradient, eval
-                        mode, under the run's autocast) on the first
+                        not yet; once it was, runs it (no gradient, eval mode,
+                        under the run's autocast, no patch masked) on the first
                         ``global_views`` views, resized (bicubic) to ``image_size``
                         when given, brings its patch tokens to the student's grid
                         (``resize``) and writes them as ``gram_teacher_patch_tokens``
@@ -102,6 +102,7 @@ class GramTeacherHook(Hook):
         self.image_size = image_size
         self.resize = resize
         self.gram: nn.Module | None = None
+        self._pairs: list[tuple[Tensor, Tensor]] = []
         self.taken = False
         self.updates = 0
         self._loaded: dict[str, Tensor] | None = None
@@ -116,6 +117,11 @@ class GramTeacherHook(Hook):
         else:
             gram = copy.deepcopy(state.teacher)
         self.gram = gram.requires_grad_(False).eval()
+        # Taken now, while both are at rest: a sharded module's registered parameters are
+        # its shards here, but may be the gathered tensors just after its forward.
+        own = [*gram.parameters(), *gram.buffers()]
+        given = [*state.teacher.parameters(), *state.teacher.buffers()]
+        self._pairs = list(zip(own, given, strict=True))
         if self._loaded is not None:
             load_weights(self.gram, self._loaded)
             self._loaded = None
@@ -123,27 +129,34 @@ class GramTeacherHook(Hook):
     def on_forward(self, engine: RunEngine) -> None:
         state = engine.state
         if state.train and not self.taken and state.iteration - 1 >= self.start:
-            self._copy_teacher(state.teacher)
+            self._copy_teacher()
             self.taken = True
         if not self.taken:
             state.last_output["gram_weight"] = 0.0
             return
         student = state.last_output["patch_tokens"]
-        images = torch.cat(list(state.last_batch["views"][: self.global_views]))
-        rows, cols = self._grid(images)
-        if self.image_size is not None and images.shape[-2:] != (self.image_size,) * 2:
-            images = F.interpolate(
-                images, size=(self.image_size, self.image_size), mode="bicubic", align_corners=False
-            )
+        views = list(state.last_batch["views"][: self.global_views])
+        rows, cols = self._grid(views[0])
+        side = self.image_size
+        if side is not None and views[0].shape[-2:] != (side, side):
+            views = [
+                F.interpolate(view, size=(side, side), mode="bicubic", align_corners=False)
+                for view in views
+            ]
         gram = self._require_gram()
+        high_rows, high_cols = self._grid(views[0])
+        # Through the model's own forward, as the momentum teacher's (so that a sharded
+        # copy gathers and frees its parameters as its forward does); no patch is masked.
+        masks = torch.zeros(
+            sum(len(view) for view in views), high_rows * high_cols, dtype=torch.bool
+        ).to(views[0].device)
         autocast = torch.autocast(
             device_type=torch.device(state.device).type,
             dtype=state.amp_dtype or torch.float32,
             enabled=state.amp_dtype is not None,
         )
-        backbone: Any = gram.backbone  # a ViTBackbone: DINOv3's entry checks
         with torch.no_grad(), autocast:
-            tokens = backbone.tokens(images)[1]
+            tokens = gram({"views": views, "patch_masks": masks})["patch_tokens"]
         if tokens.shape[1] != student.shape[1]:
             tokens = resize_patch_grid(tokens.float(), rows, cols, self.resize)
         state.last_output["gram_teacher_patch_tokens"] = tokens
@@ -153,7 +166,7 @@ class GramTeacherHook(Hook):
         state = engine.state
         due = refreshes_due(state.iteration - 1, self.first_update, self.every, self.max_updates)
         if due > self.updates:
-            self._copy_teacher(state.teacher)
+            self._copy_teacher()
             self.updates = due
 
     def state_dict(self) -> dict[str, Any]:
@@ -175,15 +188,11 @@ class GramTeacherHook(Hook):
         patch = int(backbone.patch_size)
         return images.shape[-2] // patch, images.shape[-1] // patch
 
-    def _copy_teacher(self, teacher: nn.Module | None) -> None:
-        gram = self._require_gram()
-        if teacher is None:
-            raise RuntimeError("gram_teacher: no momentum teacher (state.teacher) to copy")
+    def _copy_teacher(self) -> None:
+        self._require_gram()
         with torch.no_grad():
-            for mine, theirs in zip(gram.parameters(), teacher.parameters(), strict=True):
+            for mine, theirs in self._pairs:
                 local(mine).copy_(local(theirs))
-            for own, given in zip(gram.buffers(), teacher.buffers(), strict=True):
-                local(own).copy_(local(given))
 
     def _require_gram(self) -> nn.Module:
         if self.gram is None:

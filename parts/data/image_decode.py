@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import struct
+import warnings
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -115,7 +116,9 @@ class SourceImage:
     (Pillow's draft mode: the decoder skips the finer DCT coefficients, which is cheaper
     than decoding everything and resizing). At full size a JPEG file is decoded with
     torchvision's libjpeg-turbo decoder, which gives Pillow's pixels, faster (Pillow where
-    torchvision has none); other formats with Pillow. Every image becomes 8-bit RGB as
+    torchvision has none); other formats with Pillow. An image of more pixels than
+    Pillow's bound (``PIL.Image.MAX_IMAGE_PIXELS``, about 89 million) is refused before it
+    is decoded, never warned about. Every image becomes 8-bit RGB as
     :func:`~hookbus.parts.data.image_pixels.rgb_array` says (16-bit scaled, transparency
     on white). A file Pillow cannot read, or one that is not a regular file of at most
     :data:`~hookbus.engine.bounded_files.MAX_IMAGE_BYTES` (checked before it is read),
@@ -145,6 +148,7 @@ class SourceImage:
             else:
                 self._stored_height, self._stored_width, self._jpeg_components = header
                 self._orientation = jpeg_orientation(self._data)
+                self._check_pixels()
             turned = self._orientation in QUARTER_TURNS
             self.width = self._stored_height if turned else self._stored_width
             self.height = self._stored_width if turned else self._stored_height
@@ -173,7 +177,9 @@ class SourceImage:
         if self._pil is None:
             assert self._data is not None
             try:
-                self._pil = Image.open(io.BytesIO(self._data))
+                with warnings.catch_warnings():  # over MAX_IMAGE_PIXELS: refused, not said
+                    warnings.simplefilter("error", Image.DecompressionBombWarning)
+                    self._pil = Image.open(io.BytesIO(self._data))
             except UnidentifiedImageError:  # its message names a BytesIO, not the file
                 raise DataError(f"cannot read image {self.where}: {NOT_AN_IMAGE}") from None
             except (
@@ -182,9 +188,22 @@ class SourceImage:
                 SyntaxError,
                 EOFError,
                 Image.DecompressionBombError,
+                Image.DecompressionBombWarning,
             ) as exc:
                 raise DataError(f"cannot read image {self.where}: {exc}") from None
         return self._pil
+
+    def _check_pixels(self) -> None:
+        """DataError when the JPEG file's header claims more pixels than Pillow's bound
+        (``PIL.Image.MAX_IMAGE_PIXELS``), before anything is decoded."""
+        pixels = self._stored_width * self._stored_height
+        limit = Image.MAX_IMAGE_PIXELS
+        if limit is not None and pixels > limit:
+            raise DataError(
+                f"cannot read image {self.where}: it claims {self._stored_width} x "
+                f"{self._stored_height} pixels, over the limit of {limit} (a decompression "
+                "bomb?)"
+            )
 
     @property
     def reducible(self) -> bool:

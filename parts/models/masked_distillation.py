@@ -34,7 +34,8 @@ class MaskedDistillationModel(nn.Module):
     once per run of views of one size. Output: per view ``"view_features"`` (class
     token), ``"embeddings"`` and ``"scores"``; ``"patch_masks"`` (the masks, bool),
     ``"patch_tokens"`` ``[G * B, N, width]`` (the global views' patch tokens after the
-    final LayerNorm, masked ones included: DINOv3's Gram loss reads them) and
+    final LayerNorm, masked ones included: DINOv3's Gram loss reads them, and its Gram
+    teacher's forward gives them too) and
     ``"patch_scores"`` ``[M, K']``, the patch head on the ``M`` masked patch tokens in
     mask order (image by image, patches row by row).
 
@@ -127,9 +128,9 @@ class MaskedDistillationModel(nn.Module):
             "scores": list(self.prototypes(embeddings).split(sizes)),
             "patch_scores": self.patch_scores(patches[masks]),
         }
+        output["patch_tokens"] = patches
         if teacher_masks is None:
             output[TEACHER_MASKS] = masks
-            output["patch_tokens"] = patches
         return output
 
     def encode(self, images: Tensor) -> Tensor:

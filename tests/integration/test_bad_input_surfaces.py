@@ -276,8 +276,11 @@ SURFACES: dict[str, dict[str, Row]] = {
         "test_an_output_over_a_file_the_run_keeps_is_refused",
     },
     "end-of-run work (evaluation.json, curves.png)": {
-        "read-only destination": Gap("a run directory made read-only before the end-of-run work"),
-        "full disk": f"{END}::test_a_run_whose_end_work_failed_is_not_finished_and_a_rerun_does_it",
+        "read-only destination": Gap(
+            "a run directory turned read-only before the end-of-run work (a tmpfs with the "
+            "run's files open cannot be remounted read-only)"
+        ),
+        "full disk": f"{END}::test_a_disk_full_at_the_end_is_one_line_and_the_work_stays_owed",
         "kill mid-write, then a rerun": f"{END}::"
         "test_two_sigterms_inside_the_end_work_leave_it_owed_and_a_rerun_equals_a_clean_run",
         "the destination is an input": "tests/runner/test_run_dir_hostile.py::"

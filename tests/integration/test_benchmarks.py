@@ -191,3 +191,18 @@ def test_a_busy_run_stops_its_spinning_processes(
     assert bench_distributed.busy_run("x", workload, tmp_path, 2).wall == 1
     assert len(started) == 2
     assert all(process.poll() is not None for process in started)
+
+
+@pytest.mark.slow
+def test_fsdp_memory_benchmark_sets_state_and_peak_memory_of_ddp_and_fsdp_side_by_side(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import bench_fsdp_memory
+
+    monkeypatch.setattr(bench_fsdp_memory, "MODELS", {"digits BYOL": ("byol_digits", True)})
+    bench_fsdp_memory.rss_table()
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [row[1] for row in rows] == ["ddp", "fsdp"]
+    ddp_state, fsdp_state = (float(row[2]) for row in rows)
+    assert fsdp_state / ddp_state == pytest.approx(0.5, abs=0.02)
+    assert 0 < float(rows[1][5].rstrip(" |")) < 1.5  # peak resident, FSDP over DDP

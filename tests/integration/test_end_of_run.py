@@ -3,6 +3,7 @@ resumable: a run stopped inside it is not finished, and a rerun does the work.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,9 +15,10 @@ from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer, default_hooks
 from hookbus.engine.end_of_run import end_work_owed
-from hookbus.engine.errors import PREEMPTED_EXIT_STATUS
+from hookbus.engine.errors import PREEMPTED_EXIT_STATUS, WriteFailure
 from hookbus.engine.run_files import PENDING_NAME
 from tests.conftest import tiny_config
+from tests.disk_mounts import fill, small_tmpfs
 from tests.kill_harness import ROOT, command, write_recipe
 
 REPORT = {"evaluation_report": {"enabled": True, "labels_per_class": 2, "draws": 2}}
@@ -134,3 +136,33 @@ def test_two_sigterms_inside_the_end_work_leave_it_owed_and_a_rerun_equals_a_cle
     assert not end_work_owed(run)
     assert (run / "evaluation.json").read_text() == (clean / "evaluation.json").read_text()
     assert sorted(os.listdir(run)) == sorted(os.listdir(clean))
+
+
+class FillAtEnd(Hook):
+    """Fills the run's tmpfs to the last byte in ``on_end``, before the report hooks."""
+
+    def __init__(self, mount: Path) -> None:
+        super().__init__()
+        self.mount = mount
+
+    def on_end(self, engine: Engine) -> None:
+        fill(self.mount)
+
+
+def test_a_disk_full_at_the_end_is_one_line_and_the_work_stays_owed(tmp_path: Path) -> None:
+    """On a real 8 MiB tmpfs, filled once the final checkpoint is written: a WriteFailure
+    naming the file; with space again, a rerun writes the report."""
+    with small_tmpfs(tmp_path / "disk", size_kib=8192) as disk:
+        hooks = {**REPORT, "summary_plot": {"enabled": False}}
+        cfg = tiny_config(disk / "run", hooks=hooks)
+        with pytest.raises(WriteFailure, match=r"evaluation.json: No space left on device"):
+            SSLTrainer(cfg, hooks=[*default_hooks(cfg), FillAtEnd(disk)]).train()
+        run_dir = disk / "run"
+        assert end_work_owed(run_dir) and not (run_dir / "evaluation.json").exists()
+        (disk / "filler").unlink()
+        SSLTrainer(cfg).train()
+        assert json.loads((run_dir / "evaluation.json").read_text()).keys() == {
+            "random init",
+            "trained",
+        }
+        assert not end_work_owed(run_dir)

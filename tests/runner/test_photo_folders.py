@@ -20,10 +20,10 @@ from hookbus.cli import main
 from hookbus.embed_data import ImageFiles
 from hookbus.engine.config import TorchvisionAugmentConfig
 from hookbus.engine.config_io import validate_config
-from hookbus.hooks.unreadable_images import UNREADABLE_FILE
+from hookbus.hooks.unreadable_images import UNREADABLE_FILE, UnreadableImagesHook
 from hookbus.parts.data import build_data_loaders
 from hookbus.parts.data.transforms import clean_transform
-from hookbus.parts.data.unreadable import UNREADABLE_KEY
+from hookbus.parts.data.unreadable import UNREADABLE_KEY, stand_ins
 from tests.eval_runs import photo_settings, write_run
 from tests.photos import make_photo_folder, photograph
 
@@ -271,3 +271,21 @@ def test_an_evaluation_reads_every_image_even_of_a_run_that_skipped_some(
     err = capsys.readouterr().err
     assert err.startswith(f"hookbus eval: error: cannot read image {bad}: ")
     assert len(err.splitlines()) == 1
+
+
+def test_a_stand_in_is_the_next_readable_image_of_the_batch() -> None:
+    assert stand_ins([None, "bad a", None, "bad b"]) == [0, 2, 2, 0]
+    assert stand_ins(["bad a", None]) == [1, 1]
+    with pytest.raises(DataError, match=r"^bad a \(and no image of its batch"):
+        stand_ins(["bad a", "bad b"])
+
+
+def test_the_skipped_list_goes_on_after_a_resume() -> None:
+    hook = UnreadableImagesHook(max_count=1)
+    hook.load_state_dict({"skipped": ["cannot read image a.jpg: truncated"]})
+    again = UnreadableImagesHook(max_count=1)
+    again.load_state_dict(hook.state_dict())
+    assert again.skipped == ["cannot read image a.jpg: truncated"]
+    with pytest.raises(DataError, match=r"^2 images could not be read, over data.folder.max_"):
+        again.skipped.append("cannot read image b.jpg: truncated")
+        again._check_bounds(100, Path("run") / UNREADABLE_FILE)
