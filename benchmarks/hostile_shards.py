@@ -159,10 +159,13 @@ def _other_writer(columns: dict[str, str], sample: dict) -> Callable[[Path], Non
         for path in folder.iterdir():
             if path.name != "hookbus_shards.json":
                 path.unlink()
-        writer = MDSWriter(out=str(folder), columns=columns)
+        other = folder.with_name("other")
+        writer = MDSWriter(out=str(other), columns=columns)
         for _ in range(3):
             writer.write(sample)
         writer.finish()
+        for path in other.iterdir():
+            path.rename(folder / path.name)
 
     return plant
 
