@@ -58,7 +58,10 @@ class TeacherConfig(BackboneConfig):
     @model_validator(mode="after")
     def _mean_and_std_together(self) -> TeacherConfig:
         if (self.mean is None) != (self.std is None):
-            raise ValueError("give the teacher's mean and std together, or neither")
+            raise ValueError(
+                "loss.distillation.teacher.mean and loss.distillation.teacher.std go "
+                "together: give both, or neither"
+            )
         if self.mean is not None and self.std is not None and len(self.mean) != len(self.std):
             raise ValueError(f"mean has {len(self.mean)} channels, std {len(self.std)}")
         return self

@@ -82,7 +82,11 @@ def test_train_writes_the_run_directory_then_resumes_one_more_epoch(tmp_path: Pa
 
     more = [arg for arg in FAST if not arg.startswith("optimizer.num_epochs")]
     assert (
-        main(["train", str(RECIPE), f"checkpoint.dir={run}", *more, "optimizer.num_epochs=2"]) == 0
+        main(
+            ["train", str(RECIPE), f"checkpoint.dir={run}", *more, "optimizer.num_epochs=2"]
+            + ["checkpoint.change_finished=true"]  # extending a finished run is asked for
+        )
+        == 0
     )
     rows = [json.loads(line) for line in (run / "metrics.json").read_text().splitlines()]
     assert [row["train_phase_idx"] for row in rows] == [0, 0, 1, 1]

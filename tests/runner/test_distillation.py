@@ -165,7 +165,10 @@ def test_a_teacher_that_does_not_fit_its_weights_is_refused_before_the_run_dir(
     [
         ({}, "loss.distillation.teacher.name: name the teacher's backbone"),
         ({"name": "small_cnn"}, "loss.distillation.teacher.weights: a teacher needs its weights"),
-        ({"name": "small_cnn", "weights": "t.pth", "mean": [0.5]}, "mean and std together"),
+        (
+            {"name": "small_cnn", "weights": "t.pth", "mean": [0.5]},
+            "mean and loss.distillation.teacher.std go together",
+        ),
     ],
 )
 def test_a_teacher_without_name_or_weights_is_a_config_error(
