@@ -81,13 +81,8 @@ def test_train_writes_the_run_directory_then_resumes_one_more_epoch(tmp_path: Pa
     assert 0.0 <= first[1]["knn_top1"] <= 1.0
 
     more = [arg for arg in FAST if not arg.startswith("optimizer.num_epochs")]
-    assert (
-        main(
-            ["train", str(RECIPE), f"checkpoint.dir={run}", *more, "optimizer.num_epochs=2"]
-            + ["checkpoint.change_finished=true"]  # extending a finished run is asked for
-        )
-        == 0
-    )
+    extend = ["optimizer.num_epochs=2", "checkpoint.change_finished=true"]  # asked for
+    assert main(["train", str(RECIPE), f"checkpoint.dir={run}", *more, *extend]) == 0
     rows = [json.loads(line) for line in (run / "metrics.json").read_text().splitlines()]
     assert [row["train_phase_idx"] for row in rows] == [0, 0, 1, 1]
     checkpoint = load_checkpoint(run / POINTER_NAME)
