@@ -42,6 +42,10 @@ def _launch(*runs: dict) -> None:
     )
 
 
+EXTEND = "checkpoint.change_finished=true"
+"""Going on from a finished run for more epochs: a change the tests ask for."""
+
+
 def _config(run_dir: Path, epochs: int, *overrides: str):
     return tiny_recipe(
         "byol_digits",
@@ -77,7 +81,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"dir": root / "vit", "epochs": 1, "strategy": "fsdp", "recipe": "dino_digits_vit_tiny"},
     )
     _copy(root / "moved", root / "moved_at_1")
-    SSLTrainer(_config(root / "moved", 2)).train()
+    SSLTrainer(_config(root / "moved", 2, EXTEND)).train()
     _copy(root / "moved", root / "moved_at_2")
     _launch(
         {
@@ -85,6 +89,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "epochs": 3,
             "strategy": "fsdp",
             "start": str(root / "moved_start.pt"),
+            "overrides": [EXTEND],
         }
     )
     return root
@@ -166,7 +171,7 @@ def test_a_vit_with_checkpointed_blocks_trains_in_bf16_with_float32_weights(runs
 
 def test_one_process_resumes_two_ranks_shards_bit_exactly(runs: Path) -> None:
     saved = _newest(runs / "moved_at_1")
-    state = SSLTrainer(_config(runs / "moved_at_1", 2)).setup()
+    state = SSLTrainer(_config(runs / "moved_at_1", 2, EXTEND)).setup()
     assert state.world_size == 1
     own = state.base_model.state_dict()
     assert all(torch.equal(own[key], value) for key, value in saved["model"].items())
@@ -246,7 +251,7 @@ def test_a_half_written_checkpoint_is_never_the_newest_and_is_cleared(
     partial = run / ".phase00002_batch0000006.shards.partial"
     _copy(shards_folder(list_checkpoints(run)[-1]), partial)
     (partial / "__0_0.distcp").unlink()
-    state = SSLTrainer(_config(run, 3)).train()
+    state = SSLTrainer(_config(run, 3, EXTEND)).train()
     assert state.iteration == 18
     assert not partial.exists()
     assert (run / POINTER_NAME).resolve().name == "phase00002_batch0000006.torch"
