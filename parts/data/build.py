@@ -12,7 +12,12 @@ from torch.utils.data import DataLoader, Dataset
 
 from hookbus.engine.config import Config
 from hookbus.parts.data.augment import BatchAugment
-from hookbus.parts.data.block_masks import BlockMaskCollate, block_settings, ijepa_grid
+from hookbus.parts.data.block_masks import (
+    BlockMaskCollate,
+    block_settings,
+    check_drawable,
+    ijepa_grid,
+)
 from hookbus.parts.data.collate import ViewCollate
 from hookbus.parts.data.datasets import DATASETS
 from hookbus.parts.data.loader import SSLDataLoader
@@ -208,6 +213,7 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
         return made
     # I-JEPA's masks, made beside the views of the train and test batches.
     grid, settings = ijepa_grid(cfg), block_settings(cfg)
+    check_drawable(grid, settings)
     train, test, memory = made
     seed = cfg.trainer.seed
     return (
