@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 
 from hookbus.console import console, guarded_stdout
-from hookbus.engine.config_io import load_config
+from hookbus.engine.config.config_io import load_config
 from hookbus.engine.errors import (
     INTERRUPTED_EXIT_STATUS,
     PREEMPTED_EXIT_STATUS,
@@ -25,7 +25,7 @@ from hookbus.engine.errors import (
     UserError,
     WriteFailure,
 )
-from hookbus.engine.launch_env import launch_environment
+from hookbus.engine.process.launch_env import launch_environment
 from hookbus.launcher import launch_local
 from hookbus.recipes_index import recipe_table, recipe_text, resolve_recipe
 from hookbus.sbatch import SbatchRequest, check_request, default_job_name, sbatch_script

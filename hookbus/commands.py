@@ -14,12 +14,12 @@ from pathlib import Path
 
 from hookbus.compose import run_config
 from hookbus.embed_output import check_output, output_format
-from hookbus.engine import distributed
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.distributed import collective_failure
+from hookbus.engine.bus.handler_order import handler_priorities
+from hookbus.engine.bus.priorities import priority_label
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import CheckpointError, CollectiveFailure
-from hookbus.engine.handler_order import handler_priorities
-from hookbus.engine.priorities import priority_label
+from hookbus.engine.process import distributed
+from hookbus.engine.process.distributed import collective_failure
 from hookbus.export import export_backbone
 from hookbus.hooks.plot import (
     CURVES_FILE,

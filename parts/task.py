@@ -9,10 +9,10 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
+from hookbus.engine.bus.state import RunState
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import UnknownNameError
-from hookbus.engine.state import RunState
 from hookbus.parts.activation_checkpointing import checkpoint_vit_blocks
 from hookbus.parts.data import DATASETS, build_data_loaders
 from hookbus.parts.losses import LOSSES, build_loss

@@ -63,7 +63,7 @@ def _loader(
 def ignore_ctrl_c(worker_id: int) -> None:
     """A loader worker ignores Ctrl-C (SIGINT), which a terminal sends to the whole
     process group: the run stops after the step's checkpoint, which the workers' batches
-    lead to (:mod:`hookbus.engine.preemption`), and shuts them down itself."""
+    lead to (:mod:`hookbus.engine.process.preemption`), and shuts them down itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 

@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.models.block_masks import batch_masks, block_mask, draw_batch_masks
 
 

@@ -13,7 +13,7 @@ import torch
 from hookbus import SSLTrainer, default_hooks
 from hookbus.cli import main
 from hookbus.engine.config import Config
-from hookbus.engine.config_io import validate_config
+from hookbus.engine.config.config_io import validate_config
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.parts.data.block_masks import BlockMaskCollate, ijepa_grid
 from hookbus.parts.data.build import collates
