@@ -333,3 +333,24 @@ def test_the_command_line_starts_without_torch() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.strip() == "False"
+
+
+def parts_room(module: str) -> str | None:
+    """The room of ``hookbus.parts`` a module stands in (``data``, ``models``, ...), or
+    None for the modules at the top of parts (``task``) and those outside it."""
+    names = module.split(".")
+    if names[:2] != ["hookbus", "parts"] or len(names) < 3:
+        return None
+    return names[2] if (ROOT / "parts" / names[2]).is_dir() else None
+
+
+def test_no_two_rooms_of_the_parts_import_each_other() -> None:
+    arrows = {
+        (room, other)
+        for module, path in library_modules().items()
+        if (room := parts_room(module)) is not None
+        for _, imported in imported_modules(path)
+        if (other := parts_room(imported)) is not None and other != room
+    }
+    assert ("data", "models") in arrows
+    assert sorted((a, b) for a, b in arrows if (b, a) in arrows) == []

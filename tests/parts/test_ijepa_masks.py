@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from hookbus.parts.data.block_masks import (
+from hookbus.parts.data.ijepa_masks import (
     BlockMaskCollate,
     BlockMaskSettings,
     batch_masks,
