@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hookbus.engine.threads import one_torch_thread
+from hookbus.engine.process.threads import one_torch_thread
 
 
 @dataclass(frozen=True)

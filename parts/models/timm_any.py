@@ -29,8 +29,8 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from hookbus.engine.config.model_names import split_tag
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.model_names import split_tag
 from hookbus.parts.models.presets import TIMM_PREFIX
 from hookbus.parts.models.timm_pretrained import create_pretrained
 

@@ -11,19 +11,19 @@ import pytest
 import torch
 
 from hookbus.cli import main
-from hookbus.engine.config_io import load_config
+from hookbus.engine.config.config_io import load_config
 from hookbus.engine.errors import ConfigError
-from hookbus.parts.data.block_masks import (
+from hookbus.parts.data.build import collates
+from hookbus.parts.data.ijepa_masks import (
     BlockMaskCollate,
     BlockMaskSettings,
     batch_masks,
     block_settings,
     block_size,
     check_drawable,
-    ijepa_grid,
     place_block,
 )
-from hookbus.parts.data.build import collates
+from hookbus.parts.models.patch_grid import patch_grid
 
 PAPER = BlockMaskSettings()
 GRID = (14, 14)  # ViT-x/16 at 224 px
@@ -189,14 +189,14 @@ RECIPES = Path(__file__).resolve().parents[2] / "configs"
 @pytest.mark.parametrize("recipe", ["ijepa_digits_vit_tiny", "ijepa_imagefolder_vit_s16"])
 def test_the_shipped_recipes_masks_are_drawable_at_setup(recipe: str) -> None:
     cfg = load_config(RECIPES / f"{recipe}.yaml")
-    check_drawable(ijepa_grid(cfg), block_settings(cfg))  # no error
+    check_drawable(patch_grid(cfg), block_settings(cfg))  # no error
 
 
 def test_a_recipe_on_a_grid_too_small_for_its_blocks_is_refused_when_loaders_are_built() -> None:
     # 8 px in 2 px patches: a 4x4 grid, whose largest context (3x3) cannot keep the
     # recipe's 10 context patches.
     cfg = load_config(RECIPES / "ijepa_digits_vit_tiny.yaml", ["data.image_size=8"])
-    assert ijepa_grid(cfg) == (4, 4)
+    assert patch_grid(cfg) == (4, 4)
     with pytest.raises(ConfigError, match=r"^loss\.ijepa: masks cannot be drawn: .*4x4 grid"):
         collates(cfg)
 

@@ -20,8 +20,6 @@ from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.shared import SharedInt
-from hookbus.parts.models.presets import TIMM_PREFIX, vit_sizes
-from hookbus.parts.models.timm_any import timm_patch_size
 
 MASK_STREAM = 1
 """Last value in the seed of a batch's masks: a stream apart from its views'."""
@@ -71,18 +69,6 @@ def block_settings(cfg: Config) -> BlockMaskSettings:
         min_context=section.min_context_patches,
         placement=section.block_placement,
     )
-
-
-def ijepa_grid(cfg: Config) -> tuple[int, int]:
-    """The patch grid of the run's views: ``data.image_size`` over the patch side of its
-    ViT (``vit_*`` with ``model.backbone.vit.patch_size``, or timm's ``timm:<name>``)."""
-    name = cfg.model.backbone.name
-    if name.startswith(TIMM_PREFIX):
-        patch = timm_patch_size(name.removeprefix(TIMM_PREFIX))
-    else:
-        patch = vit_sizes(name, patch_size=cfg.model.backbone.vit.patch_size).patch_size
-    side = cfg.data.image_size // patch
-    return side, side
 
 
 def block_size(
