@@ -60,13 +60,11 @@ def check_vit(cfg: Config) -> None:
     """iBOT, DINOv2 and DINOv3 mask the patches of a Vision Transformer: hookbus's
     (``vit_*``), timm's ``VisionTransformer`` or ``Eva`` (``timm:<name>``, DINOv2's and
     DINOv3's ViTs among them), or a Python backbone."""
-    # The models' package imports the config, which loads the method entries: late.
-    from hookbus.parts.models.presets import TIMM_PREFIX
-    from hookbus.parts.models.timm_masked import timm_token_vit_patch_size
-
     name = cfg.model.backbone.name
-    if name.startswith(TIMM_PREFIX):
-        check_view_sizes(cfg, timm_token_vit_patch_size(name.removeprefix(TIMM_PREFIX)))
+    if name.startswith("timm:"):
+        from hookbus.parts.models.timm_masked import timm_token_vit_patch_size
+
+        check_view_sizes(cfg, timm_token_vit_patch_size(name.removeprefix("timm:")))
         return
     if not name.startswith("vit_") and not cfg.from_python.backbone:
         raise ValueError(

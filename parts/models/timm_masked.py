@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from hookbus.parts.models.presets import TIMM_PREFIX
+from hookbus.parts.models.timm_any import check_timm_name, timm_meta_model
 
 
 def is_timm_token_vit(net: nn.Module) -> bool:
@@ -110,8 +111,6 @@ def timm_vit_depths(net: nn.Module) -> dict[str, int]:
 def timm_token_vit_patch_size(model: str) -> int:
     """The patch side of timm's ViT ``model`` (built on the meta device, no weights);
     ``ValueError`` when ``model`` is neither timm's ``VisionTransformer`` nor ``Eva``."""
-    from hookbus.parts.models.timm_any import check_timm_name, timm_meta_model
-
     check_timm_name(model)
     net = timm_meta_model(model)
     if not is_timm_token_vit(net):
