@@ -25,10 +25,10 @@ import torch.distributed as dist
 from torch import nn
 
 from hookbus.embed_source import Encoder, load_encoder
-from hookbus.engine import distributed
-from hookbus.engine.checkpoint_io import checksum_path
+from hookbus.engine.checkpoint.checkpoint_io import checksum_path
 from hookbus.engine.errors import UserError, writing
-from hookbus.engine.launch_env import launch_environment
+from hookbus.engine.process import distributed
+from hookbus.engine.process.launch_env import launch_environment
 from hookbus.eval_cache import (
     cache_key,
     cache_path,

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hookbus.engine.bus.hook import Hook
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.hook import Hook
-from hookbus.engine.methods import config_value, method_of
+from hookbus.engine.methods.entries import config_value, method_of
 from hookbus.engine.registry import UnknownNameError
 from hookbus.hooks import methods as method_hook_modules
 from hookbus.hooks.checkpoint import CheckpointHook

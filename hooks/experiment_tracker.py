@@ -7,11 +7,11 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.state import RunState
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.hook import Hook
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
-from hookbus.engine.state import RunState
 from hookbus.hooks.plot import PLOT_FILE
 from hookbus.hooks.run_stats import phase_scalars
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hookbus.engine.bounded_files import loads_json_bounded, read_text_bounded
-from hookbus.engine.checkpoint_io import write_output_file
+from hookbus.engine.checkpoint.checkpoint_io import write_output_file
 from hookbus.engine.errors import DataError, UserError
 
 if TYPE_CHECKING:

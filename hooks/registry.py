@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from hookbus.engine.hook import REGISTERED_NAME, Hook
+from hookbus.engine.bus.hook import REGISTERED_NAME, Hook
 from hookbus.engine.registry import Registry
 
 H = TypeVar("H", bound=type[Hook])

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from hookbus.engine.state import RunState
+from hookbus.engine.bus.state import RunState
 
 
 def is_cuda(device: Any) -> bool:

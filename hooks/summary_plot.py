@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hookbus.engine.bus.hook import Hook, rank_zero_only
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
-from hookbus.engine.hook import Hook, rank_zero_only
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
 from hookbus.hooks.plot import (
     CURVES_FILE,
     METRICS_FILE,

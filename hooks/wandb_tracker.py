@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from hookbus.engine.bus.hook import rank_zero_only
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.state import RunState
 from hookbus.engine.config import Config
 from hookbus.engine.errors import UserError
-from hookbus.engine.hook import rank_zero_only
-from hookbus.engine.run_engine import RunEngine
-from hookbus.engine.state import RunState
 from hookbus.hooks.experiment_tracker import ExperimentTracker
 from hookbus.hooks.registry import register_hook
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
-from hookbus.engine.composition import Setting, multi_crop
-from hookbus.engine.methods import MethodHook, MethodSpec, register_method
+from hookbus.engine.methods.composition import Setting, multi_crop
+from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Decay, Section
 from hookbus.methods.dino import dino_head, dino_loss
 

@@ -10,9 +10,9 @@ from typing import Any, Literal, get_args
 import torch
 from torch import nn
 
-from hookbus.engine.hook import Hook
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
+from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.hooks.methods.shuffle_bn import shuffled_forward
 from hookbus.hooks.registry import register_hook
 from hookbus.parts.sharding import is_sharded, load_weights, local, sharded_copy

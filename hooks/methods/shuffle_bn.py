@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 
 
 def batch_permutation(size: int, *, seed: int, iteration: int) -> Tensor:

@@ -10,9 +10,9 @@ import torch
 from torch import Tensor, nn
 
 from hookbus.engine.config import Config
-from hookbus.parts.models.block_masks import draw_batch_masks
 from hookbus.parts.models.fine_tune import vit_depths
 from hookbus.parts.models.heads import MLPHead, Prototypes
+from hookbus.parts.models.ibot_masks import draw_batch_masks
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.ssl_parts import ssl_parts
 from hookbus.parts.models.timm_masked import TimmMaskedTokens, is_timm_token_vit, timm_vit_depths
@@ -32,7 +32,7 @@ class MaskedDistillationModel(nn.Module):
 
     The student's forward, ``batch["views"]`` with the ``global_views`` global views
     first (of one size): masks ``[G * B, N]`` are drawn for the global views
-    (:func:`~hookbus.parts.models.block_masks.draw_batch_masks`, ``mask_probability``,
+    (:func:`~hookbus.parts.models.ibot_masks.draw_batch_masks`, ``mask_probability``,
     ``mask_ratio``), the masked patches' embeddings replaced by ``mask_token`` (zeros at
     first) and the global views encoded together; the other views are encoded whole,
     once per run of views of one size (the heads read the class token of every view).

@@ -15,7 +15,7 @@ import hookbus.hooks.checkpoint as checkpoint_hook_module
 import hookbus.trainer as trainer_module
 from hookbus import CheckpointError, SSLTrainer, UserError
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint.checkpoint_io import (
     POINTER_NAME,
     checksum_path,
     list_checkpoints,

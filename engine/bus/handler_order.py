@@ -7,9 +7,10 @@ priorities run first and equal priorities keep their registration order. The ord
 resolved once, when a handler is added; firing an event costs nothing more.
 
 Handlers added with ignite's own ``add_event_handler`` (what ignite's handlers, metrics
-and loggers do in their ``attach``) are ordered too: on :class:`hookbus.engine.bus.BusEngine`
-at the priority of the enclosing ``engine.at_priority(...)`` block, else at
-``Priority.NORMAL``; on any other engine at ``Priority.NORMAL``, in the order they came.
+and loggers do in their ``attach``) are ordered too: on
+:class:`hookbus.engine.bus.bus_engine.BusEngine` at the priority of the enclosing
+``engine.at_priority(...)`` block, else at ``Priority.NORMAL``; on any other engine at
+``Priority.NORMAL``, in the order they came.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any
 
 from ignite.engine import Engine
 
-from hookbus.engine.events import SSLEvents
-from hookbus.engine.priorities import Priority
+from hookbus.engine.bus.events import SSLEvents
+from hookbus.engine.bus.priorities import Priority
 
 _PLAN_ATTR = "_hookbus_plan"
 

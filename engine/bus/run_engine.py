@@ -4,7 +4,7 @@ Every ``on_*`` method of a :class:`hookbus.Hook` and every train step takes the 
 typed :class:`RunEngine`, so that ``engine.state`` is a :class:`hookbus.RunState` (with
 its fields and their types: ``engine.state.loss`` is ``torch.Tensor | None``) for the
 type checker and the editor. ``trainer.engine`` and :class:`hookbus.FakeEngine` (both a
-:class:`hookbus.engine.bus.BusEngine`) are ``RunEngine``; so is any ignite engine after
+:class:`hookbus.engine.bus.bus_engine.BusEngine`) are ``RunEngine``; so is any ignite engine after
 :func:`hookbus.prepare_engine`, which lays a ``RunState`` on it at run time.
 
 A hook subclass whose ``def on_step(self, engine)`` leaves ``engine`` unannotated gets
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from hookbus.engine.state import RunState
+from hookbus.engine.bus.state import RunState
 
 
 class RunEngine(Protocol):

@@ -28,7 +28,8 @@ from hookbus.engine.errors import UserError
 POINTER_NAME = "checkpoint.torch"
 """The link to the newest checkpoint; read with its own rule (it must point inside)."""
 PENDING_NAME = "end_of_run.pending"
-"""The record that a run's end-of-run work has not finished (:mod:`hookbus.engine.end_of_run`)."""
+"""The record that a run's end-of-run work has not finished
+(:mod:`hookbus.engine.checkpoint.end_of_run`)."""
 RUN_FILE_NAMES = frozenset(
     {
         POINTER_NAME,

@@ -8,8 +8,8 @@ import random
 import pytest
 import torch
 
-from hookbus.engine import distributed
-from hookbus.parts.models.block_masks import batch_masks, block_mask, draw_batch_masks
+from hookbus.engine.process import distributed
+from hookbus.parts.models.ibot_masks import batch_masks, block_mask, draw_batch_masks
 
 
 @pytest.mark.parametrize(("rows", "cols", "count"), [(14, 14, 58), (14, 14, 19), (4, 4, 6)])

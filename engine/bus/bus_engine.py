@@ -6,7 +6,7 @@
 ``has_event_handler``, ``state_dict``, ``terminate``), with these differences:
 
 - handlers run in ``(priority, registration order)`` on every event
-  (:mod:`hookbus.engine.handler_order`); ignite's own handlers get ``Priority.NORMAL``,
+  (:mod:`hookbus.engine.bus.handler_order`); ignite's own handlers get ``Priority.NORMAL``,
   or the priority of an enclosing ``with engine.at_priority(level):`` block;
 - a filter on an event that has no counter (``on_start(every=2)``, say) is refused when
   the handler is attached, not when the event fires;
@@ -20,7 +20,7 @@
   and loggers name a phase by, test phases included; their filters count phases;
 - an ignite metric attached under a name that hookbus's phase record sets itself
   (``loss``, ``iteration``...; a meter's value such as ``knn_top1``; a hook's metric
-  such as ``probe_top1``: :mod:`hookbus.engine.metric_names`) is kept apart as
+  such as ``probe_top1``: :mod:`hookbus.engine.bus.metric_names`) is kept apart as
   ``ignite/<name>`` (said in the log), so it never replaces the phase's mean loss,
   counters or meter values in ``metrics.json`` and ``state.history``;
 - ``terminate()`` also records who asked, in ``state.stopped_by``;
@@ -30,7 +30,7 @@
 Handlers that ignite's tools put into ``engine._event_handlers`` directly
 (``BasicTimeProfiler``, ``HandlersTimeProfiler`` insert, append and replace entries
 themselves) are seen too: every list there is watched
-(:mod:`hookbus.engine.watched_handlers`), and any change marks the dispatch tuples
+(:mod:`hookbus.engine.bus.watched_handlers`), and any change marks the dispatch tuples
 stale; the next firing rebuilds them, so the fast path costs nothing more while
 nothing changes. A handler appended to an event's list while
 that event fires runs in the same firing, as in ignite.
@@ -49,13 +49,13 @@ from typing import Any
 from ignite.engine import Engine, Events, EventsList, State
 from ignite.engine.events import CallableEventWithFilter, RemovableEventHandle
 
-from hookbus.engine.events import EVENT_COUNTERS, IGNITE_EVENTS, SSLEvents
-from hookbus.engine.handler_order import forget_removed, place_newest
-from hookbus.engine.metric_names import metric_kept_apart, taken_metric_names
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
-from hookbus.engine.state import RunState
-from hookbus.engine.watched_handlers import WatchedHandlers
+from hookbus.engine.bus.events import EVENT_COUNTERS, IGNITE_EVENTS, SSLEvents
+from hookbus.engine.bus.handler_order import forget_removed, place_newest
+from hookbus.engine.bus.metric_names import metric_kept_apart, taken_metric_names
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.state import RunState
+from hookbus.engine.bus.watched_handlers import WatchedHandlers
 
 Handler = Callable[[Engine], Any]
 """A handler as the fast path calls it: with the engine as its only argument."""
@@ -129,7 +129,7 @@ class BusEngine(Engine):
         """ignite's ``add_event_handler``; the handler takes its place by priority.
 
         Raises ValueError for a filter on an event without a counter (see
-        :data:`hookbus.engine.events.EVENT_COUNTERS`).
+        :data:`hookbus.engine.bus.events.EVENT_COUNTERS`).
         """
         if isinstance(event_name, EventsList):
             return super().add_event_handler(event_name, handler, *args, **kwargs)
@@ -258,7 +258,7 @@ class BusEngine(Engine):
         self, handler: Callable, event_name: Any, event_filter: Callable
     ) -> Callable:
         """ignite's wrapper of a filtered handler, its filter reading the event's firing
-        counter (:data:`hookbus.engine.events.EVENT_COUNTERS`); ``get_event_attrib_value``
+        counter (:data:`hookbus.engine.bus.events.EVENT_COUNTERS`); ``get_event_attrib_value``
         gives a phase event's global step instead (the epoch)."""
 
         @functools.wraps(handler)

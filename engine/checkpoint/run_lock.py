@@ -19,8 +19,8 @@ import socket
 import time
 from pathlib import Path
 
+from hookbus.engine.checkpoint.run_files import check_entries, check_links
 from hookbus.engine.errors import UserError, write_failure, writing
-from hookbus.engine.run_files import check_entries, check_links
 
 LOCK_NAME = ".hookbus.lock"
 NOTHING_TRAINED = "nothing was trained"
@@ -103,9 +103,9 @@ def check_run_dir(run_dir: Path) -> None:
     ``hookbus validate`` and the trainer call it before anything is built, so a file, a
     device such as ``/dev/null``, a path under a file or a read-only place is named at
     once instead of failing at the first write; so is a symbolic link in it that leads
-    outside it (:func:`hookbus.engine.run_files.check_links`), and a name hookbus writes
+    outside it (:func:`hookbus.engine.checkpoint.run_files.check_links`), and a name hookbus writes
     held by the wrong kind of entry, such as a folder named ``metrics.json``
-    (:func:`hookbus.engine.run_files.check_entries`).
+    (:func:`hookbus.engine.checkpoint.run_files.check_entries`).
     """
     where = f"checkpoint.dir {str(run_dir)[:200]!r}"
     if run_dir.exists() or run_dir.is_symlink():

@@ -21,7 +21,7 @@ master port             ``MASTER_PORT`` when set, else ``15000 + SLURM_JOB_ID % 
 ======================  ==================================================================
 
 A missing, malformed or inconsistent variable is a
-:class:`hookbus.engine.launch_env.LaunchEnvironmentError` naming it (one line, exit
+:class:`hookbus.engine.process.launch_env.LaunchEnvironmentError` naming it (one line, exit
 status 2). Torch-free.
 """
 
@@ -31,13 +31,13 @@ import functools
 import logging
 from collections.abc import Mapping
 
-from hookbus.engine.launch_env import (
+from hookbus.engine.process.launch_env import (
     MAX_WORLD_SIZE,
     LaunchEnvironment,
     LaunchEnvironmentError,
     number_variable,
 )
-from hookbus.engine.slurm_hosts import first_host, tasks_per_node
+from hookbus.engine.process.slurm_hosts import first_host, tasks_per_node
 
 logger = logging.getLogger("hookbus")
 

@@ -22,9 +22,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from hookbus.engine.checkpoint_io import write_text_atomic
+from hookbus.engine.checkpoint.checkpoint_io import write_text_atomic
+from hookbus.engine.checkpoint.run_files import PENDING_NAME
 from hookbus.engine.errors import RESUME_HINT, writing
-from hookbus.engine.run_files import PENDING_NAME
 
 
 def owe_end_work(run_dir: Path, handlers: Sequence[str]) -> None:

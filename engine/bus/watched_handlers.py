@@ -1,4 +1,5 @@
-"""The handler lists of a :class:`hookbus.engine.bus.BusEngine` that say when they change.
+"""The handler lists of a :class:`~hookbus.engine.bus.bus_engine.BusEngine` that say
+when they change.
 
 The bus fires its fast-path events from tuples of ready handlers, resolved from ignite's
 ``engine._event_handlers``. ignite's own tools (``BasicTimeProfiler``,
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hookbus.engine.bus import BusEngine
+    from hookbus.engine.bus.bus_engine import BusEngine
 
 
 class _WatchedList(list):

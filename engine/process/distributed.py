@@ -13,7 +13,7 @@ from torch import Tensor
 
 from hookbus.engine.config import Config
 from hookbus.engine.errors import CollectiveFailure, ConfigError
-from hookbus.engine.launch_env import (
+from hookbus.engine.process.launch_env import (
     LaunchEnvironment,
     LaunchEnvironmentError,
     launch_environment,
@@ -117,7 +117,7 @@ def init_from_environment(cfg: Config) -> bool:
     if any.
 
     Returns True when this call initialised it. The environment is checked first
-    (:func:`hookbus.engine.launch_env.launch_environment`: a malformed ``WORLD_SIZE``,
+    (:func:`hookbus.engine.process.launch_env.launch_environment`: a malformed ``WORLD_SIZE``,
     ``RANK`` or ``LOCAL_RANK`` is a user error naming it); a task placed by srun's
     variables gets torchrun's (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...) set from
     them, so the rendezvous and its child processes read one description. The backend is

@@ -17,7 +17,7 @@ import random
 import torch
 from torch import Tensor
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 
 MIN_BLOCK_PATCHES = 4
 """The smallest area (in patches) a rectangle is drawn with."""

@@ -10,11 +10,11 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from hookbus.engine.checkpoint_contents import check_checkpoint_contents
-from hookbus.engine.checkpoint_io import FORMAT
-from hookbus.engine.config_changes import check_finished
+from hookbus.engine.bus.state import RunState
+from hookbus.engine.checkpoint.checkpoint_contents import check_checkpoint_contents
+from hookbus.engine.checkpoint.checkpoint_io import FORMAT
+from hookbus.engine.config.config_changes import check_finished
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.state import RunState
 
 logger = logging.getLogger("hookbus")
 
@@ -75,13 +75,13 @@ def restore_training_state(state: RunState, checkpoint: dict[str, Any], source: 
     (by name, among ``state.meters``) and ``loss_sum``. Sets ``state.resumed_from``.
     Returns where to continue. Raises, before restoring anything, :class:`ConfigError`
     when the checkpoint ended a finished run whose config this one changes
-    (:func:`hookbus.engine.config_changes.check_finished`), when the config changed in a
+    (:func:`hookbus.engine.config.config_changes.check_finished`), when the config changed in a
     way a resumed run cannot take
-    (:func:`hookbus.engine.config_changes.config_changes`; the changes it applies are
+    (:func:`hookbus.engine.config.config_changes.config_changes`; the changes it applies are
     logged), asks for fewer epochs than the checkpoint has trained, runs on another
     number of processes, or the checkpoint's phase is of another kind than the plan's
     phase of that index, and :class:`CheckpointError` when any section does not fit the
-    run (:func:`hookbus.engine.checkpoint_contents.check_checkpoint_contents`: weights,
+    run (:func:`hookbus.engine.checkpoint.checkpoint_contents.check_checkpoint_contents`: weights,
     optimizer state, RNG and hook states, counters).
     """
     phase_idx = checkpoint["phase_idx"]

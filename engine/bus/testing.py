@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING, Any
 
 from ignite.engine import Events
 
-from hookbus.engine.bus import BusEngine
-from hookbus.engine.events import SSLEvents
-from hookbus.engine.run_engine import RunEngine
-from hookbus.engine.state import RunState
+from hookbus.engine.bus.bus_engine import BusEngine
+from hookbus.engine.bus.events import SSLEvents
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.state import RunState
 
 if TYPE_CHECKING:
     import torch
 
-    from hookbus.engine.phases import Phase
+    from hookbus.engine.bus.phases import Phase
 
 
 def _no_step(engine: RunEngine, batch: Any) -> None:
@@ -22,7 +22,8 @@ def _no_step(engine: RunEngine, batch: Any) -> None:
 
 
 class FakeEngine(BusEngine):
-    """The trainer's ignite engine (:class:`hookbus.engine.bus.BusEngine`) with a default run state.
+    """The trainer's ignite engine (:class:`hookbus.engine.bus.bus_engine.BusEngine`)
+    with a default run state.
 
     Hooks attach to it exactly as to :attr:`hookbus.SSLTrainer.engine`;
     ``fire_event(SSLEvents.X)`` runs their handlers in priority order. Run-state fields

@@ -9,7 +9,7 @@ variable (a user error: one line, exit status 2), before torch reads them.
 
 Without those (no ``WORLD_SIZE``, ``RANK`` or ``LOCAL_RANK``), a task that ``srun``
 started in a step of more than one task (``SLURM_STEP_ID`` set, ``SLURM_NTASKS`` > 1)
-takes its place from SLURM (:mod:`hookbus.engine.slurm_env`). A process with
+takes its place from SLURM (:mod:`hookbus.engine.process.slurm_env`). A process with
 ``SLURM_NTASKS`` > 1 that srun did not start (a batch script's own shell) is one
 process, and says so once.
 
@@ -74,7 +74,7 @@ def launch_environment(environ: Mapping[str, str] | None = None) -> LaunchEnviro
     """
     env = os.environ if environ is None else environ
     if not any(name in env for name in TORCHRUN_VARIABLES):
-        from hookbus.engine.slurm_env import slurm_environment  # it builds on this module
+        from hookbus.engine.process.slurm_env import slurm_environment  # it builds on this module
 
         slurm = slurm_environment(env)
         if slurm is not None:

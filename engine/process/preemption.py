@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 import torch
 import torch.distributed as dist
 
-from hookbus.engine import distributed
+from hookbus.engine.bus.state import RunState
 from hookbus.engine.errors import InterruptedRun, PreemptedError
-from hookbus.engine.state import RunState
+from hookbus.engine.process import distributed
 
 logger = logging.getLogger("hookbus")
 
@@ -93,7 +93,7 @@ def agreed_stops(engine: Any) -> Stops:
     In one process this reads the flags: ``state.stop_requested`` (a preemption signal)
     and ignite's ``engine.should_terminate`` and ``engine.should_terminate_single_epoch``.
     With several, they are all-reduced (three bytes, on the host, over
-    :func:`hookbus.engine.distributed.control_group`, so it never waits for a GPU), so
+    :func:`hookbus.engine.process.distributed.control_group`, so it never waits for a GPU), so
     that all ranks stop after the same step; a rank that learns of a stop from another
     gets the same flags set.
     """

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from ignite.engine import State
 
+from hookbus.engine.bus.events import PHASE_EVENTS
 from hookbus.engine.config import Config
-from hookbus.engine.events import PHASE_EVENTS
 
 if TYPE_CHECKING:
     import torch
 
-    from hookbus.engine.hook import Hook
-    from hookbus.engine.phases import Phase
+    from hookbus.engine.bus.hook import Hook
+    from hookbus.engine.bus.phases import Phase
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -60,7 +60,7 @@ class RunFields:
     device: torch.device | str = field(default="cpu", metadata=_doc("the device the step runs on"))
     phases: list[Phase] = field(
         default_factory=list,
-        metadata=_doc("the phase plan: a list of `hookbus.engine.phases.Phase`"),
+        metadata=_doc("the phase plan: a list of `hookbus.engine.bus.phases.Phase`"),
     )
     phase_idx: int = field(
         default=-1, metadata=_doc("index of the current phase in `phases` (-1 before the first)")
@@ -279,7 +279,7 @@ class RunState(RunFields, State):
 
     def filter_count(self, event_name: Any) -> int:
         """The count a filter on ``event_name`` reads on the trainer's engine: the
-        counter of :data:`hookbus.engine.events.EVENT_COUNTERS` (phases begun for the
+        counter of :data:`hookbus.engine.bus.events.EVENT_COUNTERS` (phases begun for the
         phase events), or ignite's for its own events."""
         return State.get_event_attrib_value(self, event_name)
 

@@ -3,7 +3,7 @@
 An ignite metric attached to the bus under a name that hookbus's phase record sets
 itself (``loss``, ``iteration``, a meter's value, a hook's metric) would replace that
 value in ``state.metrics``, ``metrics.json`` and ``state.history``;
-:class:`hookbus.engine.bus.BusEngine` gives it the ``ignite/`` prefix instead, and says
+:class:`hookbus.engine.bus.bus_engine.BusEngine` gives it the ``ignite/`` prefix instead, and says
 so in the log.
 """
 
@@ -17,7 +17,7 @@ from ignite.metrics import Metric
 
 RECORD_KEYS = ("phase_idx", "phase", "train", "train_phase_idx", "iteration", "loss")
 """The keys hookbus's phase record sets itself (``metrics.json``, ``state.history``:
-:meth:`hookbus.engine.state.RunState.phase_record`), beside the metrics."""
+:meth:`hookbus.engine.bus.state.RunState.phase_record`), beside the metrics."""
 
 IGNITE_METRIC_PREFIX = "ignite/"
 """What an ignite metric named like a key hookbus records (:func:`taken_metric_names`)

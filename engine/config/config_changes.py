@@ -114,7 +114,7 @@ directory is (a moved run), and the flag that allows changes."""
 
 def phase_count(trainer: dict[str, Any], num_epochs: int) -> int:
     """The phases of the plan of a config's ``trainer`` section (as saved in a
-    checkpoint) for ``num_epochs``: :func:`hookbus.engine.phases.build_phase_plan`'s
+    checkpoint) for ``num_epochs``: :func:`hookbus.engine.bus.phases.build_phase_plan`'s
     count."""
     if trainer.get("test_only", False):
         return 1

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from hookbus.engine.registry import Registry
 
 if TYPE_CHECKING:
-    from hookbus.engine.composition import Setting
     from hookbus.engine.config import Config, Section
+    from hookbus.engine.methods.composition import Setting
 
 ENTRY_PACKAGE = "hookbus.methods"
 """The package whose modules are the method entries hookbus ships, one per method."""
@@ -96,7 +96,7 @@ class MethodSpec:
     SSL model.
 
     ``compose`` states how the method's settings follow from the backbone, the images and
-    the machine (:class:`hookbus.engine.composition.Setting`): it returns the method's
+    the machine (:class:`hookbus.engine.methods.composition.Setting`): it returns the method's
     part of a composed recipe (``model``, ``loss`` and, where the method needs them,
     ``data`` views, batch and ``optimizer`` keys) as a nested mapping, or raises
     ValueError for a backbone the method cannot train. ``aliases`` are the names that

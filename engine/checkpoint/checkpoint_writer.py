@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from hookbus.engine.threads import one_torch_thread
+from hookbus.engine.process.threads import one_torch_thread
 
 T = TypeVar("T")
 
@@ -89,7 +89,7 @@ class _Snapshot:
 
     def copy(self, obj: Any) -> Any:
         """The copy of ``obj``, complete. The copies are memory-bound: they run on one
-        torch thread (see :func:`hookbus.engine.threads.one_torch_thread`)."""
+        torch thread (see :func:`hookbus.engine.process.threads.one_torch_thread`)."""
         with one_torch_thread():
             copied = self._copy(obj)
         for device in self.devices:

@@ -11,10 +11,10 @@ from pydantic import BaseModel, ValidationError
 
 from hookbus.engine.bounded_files import read_text_bounded
 from hookbus.engine.config import Config
+from hookbus.engine.config.imports import anchor_import_paths
+from hookbus.engine.config.recipe_names import resolve_recipe
+from hookbus.engine.config.yaml_safety import MAX_BYTES, load_yaml
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.imports import anchor_import_paths
-from hookbus.engine.recipe_names import resolve_recipe
-from hookbus.engine.yaml_safety import MAX_BYTES, load_yaml
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
@@ -22,7 +22,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
 
     ``path`` is a file, or a shipped recipe's name (``simclr_digits``, as ``hookbus
     recipes`` lists them; a file at that path wins:
-    :func:`hookbus.engine.recipe_names.resolve_recipe`). An override is
+    :func:`hookbus.engine.config.recipe_names.resolve_recipe`). An override is
     ``dotted.key=value``; the value is read as a YAML scalar or flow collection
     (``optimizer.lr=0.3``, ``trainer.imports=[my.steps]``). Raises
     :class:`hookbus.engine.errors.ConfigError` naming the file, the override or the key path.
@@ -41,9 +41,9 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """The mapping in a YAML file, loaded safely and within bounds
-    (:func:`hookbus.engine.yaml_safety.load_yaml`). The file is checked before it is read
+    (:func:`hookbus.engine.config.yaml_safety.load_yaml`). The file is checked before it is read
     (:mod:`hookbus.engine.bounded_files`): a FIFO, a device or a file over
-    :data:`~hookbus.engine.yaml_safety.MAX_BYTES` is refused naming the limit."""
+    :data:`~hookbus.engine.config.yaml_safety.MAX_BYTES` is refused naming the limit."""
     text = read_text_bounded(path, "config file", MAX_BYTES, error=ConfigError)
     data = load_yaml(text, str(path))
     if data is None:

@@ -5,14 +5,15 @@ A sharded checkpoint is two things beside each other in the run directory:
 - ``phaseNNNNN_batchNNNNNNN.shards/``: every tensor of the model, the optimizer and the
   hooks (a momentum teacher), written by torch.distributed.checkpoint (DCP), each rank
   its own slices in parallel, the tensors every rank holds whole (buffers, step counts)
-  by rank 0 alone, and ``shards.sha256`` (:mod:`hookbus.engine.shard_files`);
+  by rank 0 alone, and ``shards.sha256`` (:mod:`hookbus.engine.checkpoint.shard_files`);
 - ``phaseNNNNN_batchNNNNNNN.torch``: the rest, as in a whole checkpoint (counters, RNG
   states, meters, config), each of those tensors replaced by the string
   :data:`PLACEHOLDER`, and ``"sharded": True``.
 
 The folder is written as ``.NAME.shards.partial`` and renamed once every rank's files and
 the checksums are in it; the ``.torch`` file (with its checksum file) and the link
-``checkpoint.torch`` follow, as for a whole checkpoint (:mod:`hookbus.engine.checkpoint_io`):
+``checkpoint.torch`` follow, as for a whole checkpoint
+(:mod:`hookbus.engine.checkpoint.checkpoint_io`):
 a crash leaves the previous checkpoint as the newest, never half of one. The next save
 removes a ``.partial`` folder left by a killed run.
 
@@ -40,16 +41,15 @@ from torch import Tensor
 from torch.distributed.checkpoint import DefaultSavePlanner, FileSystemWriter
 
 from hookbus.engine.bounded_files import describe_size
-from hookbus.engine.checkpoint_contents import check_checkpoint_contents
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint.checkpoint_contents import check_checkpoint_contents
+from hookbus.engine.checkpoint.checkpoint_io import (
     load_verified_checkpoint,
     point_to_newest,
     remove_old,
     save_atomic,
     write_bytes_atomic,
 )
-from hookbus.engine.errors import CheckpointError, CheckpointWriteError
-from hookbus.engine.shard_files import (
+from hookbus.engine.checkpoint.shard_files import (
     MANIFEST_NAME,
     DataOnlyReader,
     file_digest,
@@ -58,6 +58,7 @@ from hookbus.engine.shard_files import (
     tensor_entries,
     verify_shards,
 )
+from hookbus.engine.errors import CheckpointError, CheckpointWriteError
 
 PLACEHOLDER = "hookbus-shard"
 """What stands in the ``.torch`` file for a tensor kept in the shards."""
@@ -143,7 +144,8 @@ def _agree(error: str | None) -> str | None:
 
 
 def save_sharded(checkpoint: dict[str, Any], path: Path, *, keep_last: int) -> None:
-    """Write ``checkpoint`` (as :func:`~hookbus.engine.training_state.collect_training_state`
+    """Write ``checkpoint`` (as
+    :func:`~hookbus.engine.checkpoint.training_state.collect_training_state`
     returns it on this rank) as a sharded checkpoint at ``path``, point
     ``checkpoint.torch`` at it and keep the ``keep_last`` newest; every rank calls it.
     Raises :class:`CheckpointWriteError` on every rank when any rank failed to write."""
@@ -290,9 +292,9 @@ def single_process_quiet() -> Iterator[None]:
 
 
 def load_whole_checkpoint(path: Path) -> dict[str, Any]:
-    """:func:`~hookbus.engine.checkpoint_io.load_verified_checkpoint`, with the tensors of a
-    sharded checkpoint read whole from its shards (in one process, as ``hookbus export``
-    reads it)."""
+    """:func:`~hookbus.engine.checkpoint.checkpoint_io.load_verified_checkpoint`, with
+    the tensors of a sharded checkpoint read whole from its shards (in one process, as
+    ``hookbus export`` reads it)."""
     checkpoint = load_verified_checkpoint(path)
     if checkpoint.get("sharded") is True:
         load_shards(checkpoint, path, lambda key: None)
@@ -328,11 +330,12 @@ def _live_tensors(state: Any) -> Callable[[str], Tensor | None]:
 
 
 def resume_check(state: Any) -> Any:
-    """The ``check`` of :func:`~hookbus.engine.checkpoint_io.newest_valid_checkpoint` for
+    """The ``check`` of :func:`~hookbus.engine.checkpoint.checkpoint_io.newest_valid_checkpoint` for
     the run of ``state``: a sharded checkpoint's tensors are read into the run's slicing
     (:func:`load_shards`, into the checkpoint in place), a change in the number of ranks
     at a phase boundary is taken (the train iteration counted as the new plan counts it,
-    logged), then :func:`~hookbus.engine.checkpoint_contents.check_checkpoint_contents`."""
+    logged), then
+    :func:`~hookbus.engine.checkpoint.checkpoint_contents.check_checkpoint_contents`."""
 
     def check(path: Path, checkpoint: dict[str, Any]) -> list[str]:
         if checkpoint.get("sharded") is True:

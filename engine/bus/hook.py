@@ -8,11 +8,11 @@ from typing import Any, ClassVar, TypeVar
 
 from ignite.engine import Engine
 
-from hookbus.engine.events import SSLEvents
-from hookbus.engine.handler_order import Registration, add_handler, remove_handler
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
-from hookbus.engine.state import RunState
+from hookbus.engine.bus.events import SSLEvents
+from hookbus.engine.bus.handler_order import Registration, add_handler, remove_handler
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.state import RunState
 
 H = TypeVar("H", bound="Hook")
 

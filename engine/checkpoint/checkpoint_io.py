@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from hookbus.engine.bounded_files import check_regular, open_regular, read_bounded
+from hookbus.engine.checkpoint.run_files import POINTER_NAME, create_temporary, is_temporary_name
 from hookbus.engine.errors import CheckpointError, OutputWriteError
-from hookbus.engine.run_files import POINTER_NAME, create_temporary, is_temporary_name
 
 FORMAT = "hookbus-checkpoint"
 REQUIRED_KEYS = (
@@ -213,7 +213,7 @@ def newest_valid_checkpoint(
     Candidates are the pointer's target, then the other checkpoint files, newest first.
     Each one that fails (missing or wrong checksum, unreadable, not a checkpoint, or
     contents that ``check(path, checkpoint)`` refuses with a CheckpointError: see
-    :mod:`hookbus.engine.checkpoint_contents`) is skipped with a warning naming it and
+    :mod:`hookbus.engine.checkpoint.checkpoint_contents`) is skipped with a warning naming it and
     why. None when no checkpoint file exists; CheckpointError when files exist but none
     is valid.
     """

@@ -5,7 +5,7 @@ holds fits this run (a file written by hand, by another tool, or by a buggy hand
 a valid sidecar). :func:`check_checkpoint_contents` compares every section with what the
 run expects, before anything is restored, and raises :class:`CheckpointError` naming the
 section: auto-resume then skips the file with a warning and tries the previous one, as
-for a failed checksum (:func:`hookbus.engine.checkpoint_io.newest_valid_checkpoint`).
+for a failed checksum (:func:`hookbus.engine.checkpoint.checkpoint_io.newest_valid_checkpoint`).
 
 ============  =================================================================
 section       must be
@@ -40,8 +40,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from hookbus.engine.checkpoint_io import COUNTER_KEYS
-from hookbus.engine.config_changes import (
+from hookbus.engine.bus.state import RunState
+from hookbus.engine.checkpoint.checkpoint_io import COUNTER_KEYS
+from hookbus.engine.config.config_changes import (
     check_epochs,
     check_world_size,
     config_changes,
@@ -49,7 +50,6 @@ from hookbus.engine.config_changes import (
     saved_world_size,
 )
 from hookbus.engine.errors import CheckpointError
-from hookbus.engine.state import RunState
 
 logger = logging.getLogger("hookbus")
 
@@ -71,10 +71,10 @@ class _Misfit(Exception):
 def check_checkpoint_contents(
     state: RunState, checkpoint: dict[str, Any], source: str
 ) -> list[str]:
-    """Check that ``checkpoint`` (as :func:`~hookbus.engine.checkpoint_io.load_checkpoint`
-    returned it) fits the run of ``state`` (a prepared ``RunState``: model, optimizer,
-    hooks, meters and phase plan built); returns its config changes, lines
-    ``key: old -> new``, to log.
+    """Check that ``checkpoint`` (as
+    :func:`~hookbus.engine.checkpoint.checkpoint_io.load_checkpoint` returned it) fits the run
+    of ``state`` (a prepared ``RunState``: model, optimizer, hooks, meters and phase plan
+    built); returns its config changes, lines ``key: old -> new``, to log.
 
     Raises :class:`ConfigError` when the run's config changed in a way a resumed run cannot
     take (or trains fewer epochs, or runs on another number of processes), and
@@ -114,7 +114,7 @@ def check_checkpoint_contents(
 
 def contents_check(state: RunState) -> Callable[[Path, dict[str, Any]], list[str]]:
     """:func:`check_checkpoint_contents` for the run of ``state``, as
-    :func:`~hookbus.engine.checkpoint_io.newest_valid_checkpoint` calls its ``check``."""
+    :func:`~hookbus.engine.checkpoint.checkpoint_io.newest_valid_checkpoint` calls its ``check``."""
     return lambda path, checkpoint: check_checkpoint_contents(state, checkpoint, str(path))
 
 
