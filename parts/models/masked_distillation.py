@@ -203,7 +203,8 @@ def build_masked_distillation(
     ibot, model = cfg.loss.ibot, cfg.model
     patch_head = patch_prototypes = None
     if ibot.separate_head:
-        dims = [backbone.out_dim if size == "backbone" else size for size in model.head.dims]
+        width = cast(int, backbone.out_dim)
+        dims = [width if size == "backbone" else size for size in model.head.dims]
         patch_head = MLPHead(
             dims,
             model.head.batch_norm,
