@@ -113,6 +113,15 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "timm is an optional extra (it loads torchvision): imported when a timm:<name> "
         "backbone is named or built, and a missing timm is a config error naming the extra"
     ),
+    ("hookbus.methods.ibot", "hookbus.parts.models.timm_masked"): (
+        "the patch size of a timm:<name> ViT (built by timm on the meta device: seconds), only "
+        "when iBOT, DINOv2 or DINOv3 names one; the models' package imports the config, whose "
+        "validation runs this check"
+    ),
+    ("hookbus.parts.models.timm_masked", "timm"): (
+        "timm is an optional extra: its ViT classes and layer grouping, imported when a "
+        "masked method's model is built on a timm backbone"
+    ),
     ("hookbus.parts.models.compiled", "torch"): (
         "torch._dynamo's backend list (seconds), only when model.compile is on"
     ),
