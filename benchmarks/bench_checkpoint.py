@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import interleaved, machine, markdown_table, median, paired_median
 from hookbus import Config, FakeEngine
-from hookbus.engine.phases import Phase
+from hookbus.engine.bus.phases import Phase
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.parts.models import build_model
 

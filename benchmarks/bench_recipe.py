@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import machine, markdown_table, median, quiet_training_log
 from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
-from hookbus.engine.machine import configure_process
+from hookbus.engine.process.machine import configure_process
 from hookbus.parts.data import build_data_loaders, set_loader_epoch
 from hookbus.parts.losses import build_loss
 from hookbus.parts.models import build_model

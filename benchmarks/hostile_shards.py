@@ -245,7 +245,7 @@ def fsdp_run(cache: Path) -> Path:
 
 
 def _rehash(folder: Path) -> None:
-    from hookbus.engine.shard_files import MANIFEST_NAME, file_digest, manifest_text
+    from hookbus.engine.checkpoint.shard_files import MANIFEST_NAME, file_digest, manifest_text
 
     listed = {
         path.name: file_digest(path)
@@ -262,7 +262,7 @@ class _Payload:
 
 def _ckpt_case(plant: Callable[[Path], None]) -> Callable[[Path], list[str]]:
     def prepare(workdir: Path) -> list[str]:
-        from hookbus.engine.sharded_checkpoint import shards_folder
+        from hookbus.engine.checkpoint.sharded_checkpoint import shards_folder
 
         run = Path(shutil.copytree(fsdp_run(workdir.parent), workdir / "run", symlinks=True))
         newest = (run / "checkpoint.torch").resolve()

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from hookbus import RunEngine, SSLEvents, register_train_step
-from hookbus.engine.distributed import all_reduce_mean
+from hookbus.engine.process.distributed import all_reduce_mean
 from hookbus.parts.optim import learning_rate, set_learning_rate
 from hookbus.steps import move_to_device
 

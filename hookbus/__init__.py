@@ -26,19 +26,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hookbus.compose import Composed
     from hookbus.embed import Embeddings, embed_images, save_embeddings
-    from hookbus.engine.bus import prepare_engine
+    from hookbus.engine.bus.bus_engine import prepare_engine
+    from hookbus.engine.bus.events import SSLEvents
+    from hookbus.engine.bus.hook import Hook
+    from hookbus.engine.bus.hook_registry import HOOKS, register_hook
+    from hookbus.engine.bus.priorities import Priority
+    from hookbus.engine.bus.run_engine import RunEngine
+    from hookbus.engine.bus.state import RunState
+    from hookbus.engine.bus.testing import FakeEngine
     from hookbus.engine.config import Config
-    from hookbus.engine.config_io import load_config
+    from hookbus.engine.config.config_io import load_config
     from hookbus.engine.errors import CheckpointError, ConfigError, DataError, UserError
-    from hookbus.engine.events import SSLEvents
-    from hookbus.engine.hook import Hook
-    from hookbus.engine.priorities import Priority
-    from hookbus.engine.run_engine import RunEngine
-    from hookbus.engine.state import RunState
-    from hookbus.engine.testing import FakeEngine
     from hookbus.eval import EvalSettings, Evaluation, evaluate
-    from hookbus.hooks.defaults import default_hooks, method_hook
-    from hookbus.hooks.registry import HOOKS, register_hook
+    from hookbus.hook_set import default_hooks, method_hook
     from hookbus.parts.data import DATASETS
     from hookbus.parts.losses import LOSSES
     from hookbus.parts.meters import METERS
@@ -59,26 +59,26 @@ _PUBLIC: dict[str, str] = {
     "Embeddings": "hookbus.embed",
     "EvalSettings": "hookbus.eval",
     "Evaluation": "hookbus.eval",
-    "FakeEngine": "hookbus.engine.testing",
-    "HOOKS": "hookbus.hooks.registry",
-    "Hook": "hookbus.engine.hook",
+    "FakeEngine": "hookbus.engine.bus.testing",
+    "HOOKS": "hookbus.engine.bus.hook_registry",
+    "Hook": "hookbus.engine.bus.hook",
     "LOSSES": "hookbus.parts.losses",
     "METERS": "hookbus.parts.meters",
-    "Priority": "hookbus.engine.priorities",
-    "RunEngine": "hookbus.engine.run_engine",
-    "RunState": "hookbus.engine.state",
-    "SSLEvents": "hookbus.engine.events",
+    "Priority": "hookbus.engine.bus.priorities",
+    "RunEngine": "hookbus.engine.bus.run_engine",
+    "RunState": "hookbus.engine.bus.state",
+    "SSLEvents": "hookbus.engine.bus.events",
     "SSLTrainer": "hookbus.trainer",
     "TrainedRun": "hookbus.train_call",
     "TRAIN_STEPS": "hookbus.steps.registry",
     "UserError": "hookbus.engine.errors",
-    "default_hooks": "hookbus.hooks.defaults",
+    "default_hooks": "hookbus.hook_set",
     "embed_images": "hookbus.embed",
     "evaluate": "hookbus.eval",
-    "load_config": "hookbus.engine.config_io",
-    "method_hook": "hookbus.hooks.defaults",
-    "prepare_engine": "hookbus.engine.bus",
-    "register_hook": "hookbus.hooks.registry",
+    "load_config": "hookbus.engine.config.config_io",
+    "method_hook": "hookbus.hook_set",
+    "prepare_engine": "hookbus.engine.bus.bus_engine",
+    "register_hook": "hookbus.engine.bus.hook_registry",
     "register_train_step": "hookbus.steps.registry",
     "save_embeddings": "hookbus.embed",
     "train": "hookbus.train_call",

@@ -10,9 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from typing import TYPE_CHECKING
 
 from hookbus.console import console, guarded_stdout
-from hookbus.engine.config_io import load_config
+from hookbus.engine.config.config_io import load_config
 from hookbus.engine.errors import (
     INTERRUPTED_EXIT_STATUS,
     PREEMPTED_EXIT_STATUS,
@@ -25,10 +26,13 @@ from hookbus.engine.errors import (
     UserError,
     WriteFailure,
 )
-from hookbus.engine.launch_env import launch_environment
+from hookbus.engine.process.launch_env import launch_environment
 from hookbus.launcher import launch_local
 from hookbus.recipes_index import recipe_table, recipe_text, resolve_recipe
 from hookbus.sbatch import SbatchRequest, check_request, default_job_name, sbatch_script
+
+if TYPE_CHECKING:
+    from hookbus.compose import Composed
 
 EXIT_STATUS = """exit status: 0 done (or already complete), 1 crash or a file that could not
 be written (a full disk: the checkpoints are intact, run again to resume), 2 user error
@@ -442,7 +446,7 @@ def _command(args: argparse.Namespace) -> int:
         _composition_or_recipe(args)
         if getattr(args, "config", None) is not None:
             args.config = resolve_recipe(args.config)
-        nproc = _processes_to_launch(args)
+        composed, nproc = _command_config(args)
         if nproc > 1:
             forwarded = ["train", *_train_source(args), *args.overrides]
             return launch_local([*forwarded, *(["-q"] if args.quiet else [])], nproc)
@@ -450,7 +454,7 @@ def _command(args: argparse.Namespace) -> int:
         # 5 s on 2 cores), which --help, a bad argument and the launcher's parent never need.
         from hookbus.commands import run
 
-        return run(args)
+        return run(args, composed)
     except UserError as exc:
         print(f"hookbus {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -504,15 +508,19 @@ def _sbatch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _processes_to_launch(args: argparse.Namespace) -> int:
-    """For ``train`` outside a launched rank: ``distributed.nproc_per_node``; else 1.
-    For ``train``, the launch environment variables are checked first (one line naming
-    a malformed one, exit status 2)."""
-    if args.command != "train" or launch_environment().launched or args.show:
-        return 1
+def _command_config(args: argparse.Namespace) -> tuple[Composed | None, int]:
+    """A composing command's config (``train``, ``validate``, ``hooks``; None for the
+    others), read and checked once here for the whole command, and the processes to
+    launch: for ``train`` outside a launched rank, ``distributed.nproc_per_node``; else
+    1. For ``train``, the launch environment variables are checked first (one line
+    naming a malformed one, exit status 2)."""
+    if args.command not in COMPOSING:
+        return None, 1
+    alone = args.command != "train" or launch_environment().launched or args.show
     from hookbus.compose import run_config
 
-    return run_config(args).config.distributed.nproc_per_node
+    composed = run_config(args)
+    return composed, 1 if alone else composed.config.distributed.nproc_per_node
 
 
 def _composition_or_recipe(args: argparse.Namespace) -> None:

@@ -12,16 +12,12 @@ import logging
 import sys
 from pathlib import Path
 
-from hookbus.compose import run_config
+from hookbus.compose import Composed
 from hookbus.embed_output import check_output, output_format
-from hookbus.engine import distributed
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.distributed import collective_failure
-from hookbus.engine.errors import CheckpointError, CollectiveFailure
-from hookbus.engine.handler_order import handler_priorities
-from hookbus.engine.priorities import priority_label
-from hookbus.export import export_backbone
-from hookbus.hooks.plot import (
+from hookbus.engine.bus.handler_order import handler_priorities
+from hookbus.engine.bus.priorities import priority_label
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.run_curves import (
     CURVES_FILE,
     METRICS_FILE,
     PLOT_FILE,
@@ -29,6 +25,10 @@ from hookbus.hooks.plot import (
     read_curves,
     save_png,
 )
+from hookbus.engine.errors import CheckpointError, CollectiveFailure
+from hookbus.engine.process import distributed
+from hookbus.engine.process.distributed import collective_failure
+from hookbus.export import export_backbone
 from hookbus.output_paths import check_destination
 from hookbus.parts.task import prepare_task
 from hookbus.reference.json_schema import config_json_schema
@@ -39,11 +39,15 @@ from hookbus.trainer import SSLTrainer
 logger = logging.getLogger("hookbus")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``args.command``; returns the exit status. A collective that failed because
-    another rank died or hung becomes :class:`CollectiveFailure` (one line, exit 1)."""
+def run(args: argparse.Namespace, composed: Composed | None) -> int:
+    """Run ``args.command``; returns the exit status. A composing command runs on
+    ``composed``, its config as :mod:`hookbus.cli` read it (None for the other commands).
+    A collective that failed because another rank died or hung becomes
+    :class:`CollectiveFailure` (one line, exit 1)."""
     try:
-        return _COMMANDS[args.command](args)
+        if composed is None:
+            return _COMMANDS[args.command](args)
+        return _COMPOSING[args.command](args, composed)
     except RuntimeError as exc:
         failure = collective_failure(exc)
         if failure is None:
@@ -51,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise CollectiveFailure(failure) from exc
 
 
-def _train(args: argparse.Namespace) -> int:
-    composed = run_config(args)
+def _train(args: argparse.Namespace, composed: Composed) -> int:
     if args.show:
         sys.stdout.write(composed.yaml())
         return 0
@@ -66,8 +69,7 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _validate(args: argparse.Namespace) -> int:
-    composed = run_config(args)
+def _validate(args: argparse.Namespace, composed: Composed) -> int:
     for note in composed.notes:
         logger.info("%s", note)
     cfg = composed.config
@@ -77,8 +79,8 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hooks(args: argparse.Namespace) -> int:
-    trainer = SSLTrainer(run_config(args).config)
+def _hooks(args: argparse.Namespace, composed: Composed) -> int:
+    trainer = SSLTrainer(composed.config)
     for event, handlers in handler_priorities(trainer.engine).items():
         listed = ", ".join(f"{name} ({priority_label(level)})" for name, level in handlers) or "-"
         print(f"{event:<18} {listed}")
@@ -218,10 +220,10 @@ def run_checkpoint(source: Path) -> Path:
     return found[0]
 
 
+_COMPOSING = {"train": _train, "validate": _validate, "hooks": _hooks}
+"""The commands of a composed or recipe config, which :mod:`hookbus.cli` reads once."""
+
 _COMMANDS = {
-    "train": _train,
-    "validate": _validate,
-    "hooks": _hooks,
     "schema": _schema,
     "plot": _plot,
     "export": _export,

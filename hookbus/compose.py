@@ -9,8 +9,9 @@
 2. the backbone: its kind (hookbus's ViT, a timm ViT, a CNN), its feature size where
    known, its patch side at this image size;
 3. the machine: a laptop (no CUDA) gets smaller images, batches and heads;
-4. the method's entry composes its part from the :class:`~hookbus.engine.composition.Setting`
-   of 1-3 (``MethodSpec.compose``): heads, prototypes, views, temperatures, momentum;
+4. the method's entry composes its part from the
+   :class:`~hookbus.engine.methods.composition.Setting` of 1-3 (``MethodSpec.compose``):
+   heads, prototypes, views, temperatures, momentum;
 5. the length follows from the batch: about 400 steps on a laptop, 3000 with CUDA, 10 to
    300 epochs; the warm-up a twentieth of them;
 6. the user's ``KEY=VALUE`` overrides go on top, and the whole is validated.
@@ -38,13 +39,13 @@ from typing import Any
 import torch
 import yaml
 
-from hookbus.engine.composition import Setting, clamp, merge, power_of_two_below
 from hookbus.engine.config import Config
-from hookbus.engine.config_io import apply_override, load_config, read_yaml, validate_config
+from hookbus.engine.config.config_io import apply_override, load_config, read_yaml, validate_config
+from hookbus.engine.config.model_names import canonical_backbone_name
 from hookbus.engine.errors import ConfigError, DataError
 from hookbus.engine.folder_walk import walk_folder
-from hookbus.engine.methods import MethodSpec, load_methods, methods_in_order
-from hookbus.engine.model_names import canonical_backbone_name
+from hookbus.engine.methods.composition import Setting, clamp, merge, power_of_two_below
+from hookbus.engine.methods.entries import MethodSpec, load_methods, methods_in_order
 from hookbus.engine.registry import UnknownNameError
 from hookbus.parts.data.image_folder import IMAGE_EXTENSIONS
 from hookbus.parts.models import BACKBONES

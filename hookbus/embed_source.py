@@ -11,12 +11,12 @@ import torch
 from torch import Tensor, nn
 
 from hookbus.engine.bounded_files import check_regular
-from hookbus.engine.checkpoint_io import FORMAT, newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import FORMAT, newest_valid_checkpoint
+from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint
 from hookbus.engine.config import Config
-from hookbus.engine.config_io import load_config, validate_config
+from hookbus.engine.config.config_io import load_config, validate_config
 from hookbus.engine.errors import CheckpointError, ConfigError
 from hookbus.engine.registry import UnknownNameError
-from hookbus.engine.sharded_checkpoint import load_whole_checkpoint
 from hookbus.parts.models import BACKBONES, backbone_config
 from hookbus.parts.models.build import zero_classifier_weights
 from hookbus.parts.models.pretrained import CLASSIFIER_KEYS, backbone_state_dict

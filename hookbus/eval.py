@@ -25,10 +25,10 @@ import torch.distributed as dist
 from torch import nn
 
 from hookbus.embed_source import Encoder, load_encoder
-from hookbus.engine import distributed
-from hookbus.engine.checkpoint_io import checksum_path
+from hookbus.engine.checkpoint.checkpoint_io import checksum_path
 from hookbus.engine.errors import UserError, writing
-from hookbus.engine.launch_env import launch_environment
+from hookbus.engine.process import distributed
+from hookbus.engine.process.launch_env import launch_environment
 from hookbus.eval_cache import (
     cache_key,
     cache_path,
@@ -49,8 +49,8 @@ from hookbus.eval_features import (
 from hookbus.eval_probe import ProbeSettings, linear_probe, low_shot
 from hookbus.eval_retrieval import retrieval
 from hookbus.eval_table import RESULTS_FILE, results_table
-from hookbus.hooks.evaluation import knn_accuracy
 from hookbus.output_paths import check_destination, write_output
+from hookbus.parts.meters.frozen_eval import knn_accuracy
 from hookbus.parts.models import build_model
 
 logger = logging.getLogger("hookbus")

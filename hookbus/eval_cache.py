@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from hookbus.engine.bounded_files import open_regular, read_bounded
-from hookbus.engine.checkpoint_io import checksum_path, write_output_file
+from hookbus.engine.checkpoint.checkpoint_io import checksum_path, write_output_file
 from hookbus.engine.errors import CheckpointError, UserError
 from hookbus.eval_features import SplitFeatures
 

@@ -16,8 +16,8 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset, Subset
 from tqdm import tqdm
 
-from hookbus.engine import distributed
 from hookbus.engine.errors import ConfigError, DataError
+from hookbus.engine.process import distributed
 from hookbus.parts.data.loader import SSLDataLoader
 from hookbus.parts.models.ijepa import JepaModel
 from hookbus.parts.models.timm_any import is_timm_vit

@@ -9,10 +9,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from hookbus.engine.checkpoint_contents import check_weights
-from hookbus.engine.config_io import validate_config
+from hookbus.engine.checkpoint.checkpoint_contents import check_weights
+from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint
+from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import UserError
-from hookbus.engine.sharded_checkpoint import load_whole_checkpoint
 from hookbus.output_paths import check_destination, write_output
 from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.build import backbone_config, zero_classifier_weights

@@ -20,7 +20,7 @@ nor its hang-up, so the launcher forwards SIGINT and SIGHUP too.
 Nothing waits on a timer at start-up. The launcher opens the meeting port itself, a
 listening socket on loopback, before it starts any rank, and hands it to rank 0
 (:data:`STORE_FD_VARIABLE`), whose store serves on it
-(:func:`hookbus.engine.distributed.init_from_environment`). A rank that gets there
+(:func:`hookbus.engine.process.distributed.init_from_environment`). A rank that gets there
 before rank 0 is queued by the kernel, and answered as soon as rank 0 serves; without
 it, its connection would be refused, and torch retries a refused connection only after
 a back-off that grows while it waits (as torchrun's agent avoids by serving the store

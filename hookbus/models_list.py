@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from hookbus.engine.model_names import TIMM_PREFIX, TV_PREFIX
+from hookbus.engine.config.model_names import TIMM_PREFIX, TV_PREFIX
 
 
 def _matching(names: list[str] | tuple[str, ...], pattern: str | None) -> list[str]:

@@ -19,15 +19,15 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint.checkpoint_io import (
     CHECKSUM_SUFFIX,
     is_checkpoint_name,
     write_output_file,
 )
+from hookbus.engine.checkpoint.run_curves import CURVES_FILE, METRICS_FILE, PLOT_FILE
+from hookbus.engine.checkpoint.run_files import PENDING_NAME, POINTER_NAME, is_temporary_name
+from hookbus.engine.checkpoint.run_lock import LOCK_NAME
 from hookbus.engine.errors import UserError
-from hookbus.engine.run_files import PENDING_NAME, POINTER_NAME, is_temporary_name
-from hookbus.engine.run_lock import LOCK_NAME
-from hookbus.hooks.plot import CURVES_FILE, METRICS_FILE, PLOT_FILE
 
 RUN_FILES = frozenset(
     {
@@ -154,5 +154,5 @@ def _run_files(folder: Path) -> list[Path]:
 
 def write_output(path: Path, data: bytes) -> None:
     """Write a command's output file ``path``, once :func:`check_destination` let it: all
-    or nothing (:func:`hookbus.engine.checkpoint_io.write_output_file`)."""
+    or nothing (:func:`hookbus.engine.checkpoint.checkpoint_io.write_output_file`)."""
     write_output_file(path, data)

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from hookbus.engine.config import Config
-from hookbus.engine.recipe_names import (
+from hookbus.engine.config.recipe_names import (
     LIST_HINT,
     RECIPES_PACKAGE,
     SUFFIXES,

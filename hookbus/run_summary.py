@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hookbus.engine.checkpoint_io import POINTER_NAME
-from hookbus.engine.hook import Hook
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
-from hookbus.engine.state import RunState
+from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.state import RunState
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME
 
 
 class RunSummary(Hook):

@@ -3,7 +3,7 @@
 The script starts the tasks with ``srun hookbus train RECIPE ...``: one task per GPU, or
 ``--tasks-per-node`` CPU tasks on a cluster without GPUs (``--gpus-per-node 0``). Each
 task reads its rank, the world size and where to meet from SLURM's variables
-(:mod:`hookbus.engine.slurm_env`). SLURM sends ``SIGUSR1`` to every task
+(:mod:`hookbus.engine.process.slurm_env`). SLURM sends ``SIGUSR1`` to every task
 ``--signal-seconds`` before the time limit; hookbus checkpoints after the step and exits
 with status 75, and the script then requeues the job, whose next start resumes from that
 checkpoint.

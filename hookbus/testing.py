@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
+from hookbus.engine.bus.testing import FakeEngine
 from hookbus.engine.config import Config
-from hookbus.engine.config_io import validate_config
-from hookbus.engine.testing import FakeEngine
+from hookbus.engine.config.config_io import validate_config
 from hookbus.parts.data import DATASETS, TensorImageDataset
 
 __all__ = ["TINY_DATA", "FakeEngine", "tiny_config", "tiny_images"]

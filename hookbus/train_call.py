@@ -24,7 +24,7 @@ from typing import Any
 
 from hookbus.compose import compose
 from hookbus.console import console_unless_configured
-from hookbus.engine.checkpoint_io import list_checkpoints
+from hookbus.engine.checkpoint.checkpoint_io import list_checkpoints
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.trainer import SSLTrainer

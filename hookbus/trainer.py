@@ -14,39 +14,39 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from hookbus.console import console_unless_configured
-from hookbus.engine import distributed
-from hookbus.engine.bus import BusEngine
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.bus.bus_engine import BusEngine
+from hookbus.engine.bus.events import SSLEvents
+from hookbus.engine.bus.handler_order import add_handler, hook_plan
+from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.lr_scheduler import lr_scheduler_name
+from hookbus.engine.bus.phases import PhaseEnd, build_phase_plan, phase_label
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.state import RunState
+from hookbus.engine.checkpoint.checkpoint_io import (
     newest_valid_checkpoint,
     remove_stale_temporaries,
     write_text_atomic,
 )
+from hookbus.engine.checkpoint.end_of_run import end_work_owed, owe_end_work, settle_end_work
+from hookbus.engine.checkpoint.run_lock import RunLock, check_run_dir
+from hookbus.engine.checkpoint.sharded_checkpoint import resume_check
+from hookbus.engine.checkpoint.training_state import ResumePoint, restore_training_state
 from hookbus.engine.config import Config
-from hookbus.engine.config_io import config_to_yaml
-from hookbus.engine.distributed import check_device
-from hookbus.engine.end_of_run import end_work_owed, owe_end_work, settle_end_work
+from hookbus.engine.config.config_io import config_to_yaml
+from hookbus.engine.config.imports import import_user_modules
 from hookbus.engine.errors import (
     CheckpointWriteError,
     ConfigError,
     InterruptedRun,
     PreemptedError,
 )
-from hookbus.engine.events import SSLEvents
-from hookbus.engine.handler_order import add_handler, hook_plan
-from hookbus.engine.hook import Hook
-from hookbus.engine.imports import import_user_modules
-from hookbus.engine.lr_scheduler import lr_scheduler_name
-from hookbus.engine.machine import ProcessSettings, configure_process, restore_settings
-from hookbus.engine.phases import PhaseEnd, build_phase_plan, phase_label
-from hookbus.engine.preemption import CTRL_C, PreemptionGuard, Stops, agreed_stops
-from hookbus.engine.priorities import Priority
+from hookbus.engine.process import distributed
+from hookbus.engine.process.distributed import check_device
+from hookbus.engine.process.machine import ProcessSettings, configure_process, restore_settings
+from hookbus.engine.process.preemption import CTRL_C, PreemptionGuard, Stops, agreed_stops
 from hookbus.engine.registry import UnknownNameError
-from hookbus.engine.run_lock import RunLock, check_run_dir
-from hookbus.engine.sharded_checkpoint import resume_check
-from hookbus.engine.state import RunState
-from hookbus.engine.training_state import ResumePoint, restore_training_state
+from hookbus.hook_set import default_hooks
 from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.defaults import default_hooks
 from hookbus.hooks.metrics_json import MetricsJsonHook
 from hookbus.parts.data import build_data_loaders, finish_views, set_loader_epoch
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, initial_copy
@@ -67,8 +67,8 @@ class SSLTrainer:
     (``trainer.train_step_name``), the task is prepared (data, model, loss, optimizer,
     meters), the model is wrapped for DDP when distributed, the training state is restored
     from the newest checkpoint, then the phases run (see
-    :func:`hookbus.engine.phases.build_phase_plan`). ignite's own events fire around the
-    train phases and steps (:data:`hookbus.engine.events.IGNITE_EVENTS`), so ignite's
+    :func:`hookbus.engine.bus.phases.build_phase_plan`). ignite's own events fire around the
+    train phases and steps (:data:`hookbus.engine.bus.events.IGNITE_EVENTS`), so ignite's
     handlers and metrics work on :attr:`engine`; ``engine.terminate()`` and
     ``engine.terminate_epoch()`` are honoured at the next step or phase boundary. A
     barrier is passed before ``on_phase_end``, whose first handler (the meter-sync hook)
@@ -169,7 +169,7 @@ class SSLTrainer:
         After it, ``state.model``, ``state.optimizer`` and the data loaders exist, so
         ignite handlers that need them (``ModelCheckpoint``, a ``ParamScheduler`` on the
         optimizer) can be built and attached before ``train()``. Rank 0 takes the run
-        directory's lock here (:class:`hookbus.engine.run_lock.RunLock`); ``train()``
+        directory's lock here (:class:`hookbus.engine.checkpoint.run_lock.RunLock`); ``train()``
         releases it when it returns or raises.
 
         Called again after a ``train()`` (``train()`` does), it starts from the run's

@@ -7,22 +7,22 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.checkpoint.checkpoint_io import (
     checkpoint_name,
     list_checkpoints,
     point_to_newest,
     remove_old,
     save_atomic,
 )
-from hookbus.engine.checkpoint_writer import CheckpointWriter
+from hookbus.engine.checkpoint.checkpoint_writer import CheckpointWriter
+from hookbus.engine.checkpoint.sharded_checkpoint import save_sharded
+from hookbus.engine.checkpoint.training_state import collect_training_state
 from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointWriteError
-from hookbus.engine.hook import Hook
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
-from hookbus.engine.sharded_checkpoint import save_sharded
-from hookbus.engine.training_state import collect_training_state
-from hookbus.hooks.registry import register_hook
 
 logger = logging.getLogger("hookbus")
 
@@ -51,7 +51,8 @@ class CheckpointHook(Hook):
     It runs last (priority 100) so that the other hooks' state is up to date when saved.
 
     With ``async_write`` the state is copied to host memory at the step boundary and
-    written by a background thread (:class:`hookbus.engine.checkpoint_writer.CheckpointWriter`):
+    written by a background thread
+    (:class:`hookbus.engine.checkpoint.checkpoint_writer.CheckpointWriter`):
     training waits for the copy only. A new checkpoint waits for the previous write; a
     failed write raises its error at the next checkpoint, at the next phase end, or at
     ``on_end`` / ``on_exception`` at the latest. The link and the rotation follow the
@@ -146,7 +147,7 @@ class CheckpointHook(Hook):
 
         With ``async_write`` the file is written in the background: :meth:`wait` for it.
         With ``sharded`` every rank writes its shards
-        (:func:`hookbus.engine.sharded_checkpoint.save_sharded`).
+        (:func:`hookbus.engine.checkpoint.sharded_checkpoint.save_sharded`).
         """
         state = engine.state
         if self.sharded:

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.run_stats import is_cuda
 from hookbus.engine.config import CudaCacheConfig
-from hookbus.engine.hook import Hook
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
-from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import is_cuda
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -7,13 +7,13 @@ from collections.abc import Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from hookbus.engine.checkpoint_io import write_text_atomic
+from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
+from hookbus.engine.bus.priorities import Priority
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.checkpoint.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, DataError, writing
-from hookbus.engine.hook import Hook
-from hookbus.engine.priorities import Priority
-from hookbus.engine.run_engine import RunEngine
-from hookbus.hooks.registry import register_hook
 from hookbus.parts.data.unreadable import UNREADABLE_KEY
 
 if TYPE_CHECKING:

@@ -9,10 +9,10 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
+from hookbus.engine.bus.state import RunState
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import UnknownNameError
-from hookbus.engine.state import RunState
 from hookbus.parts.activation_checkpointing import checkpoint_vit_blocks
 from hookbus.parts.data import DATASETS, build_data_loaders
 from hookbus.parts.losses import LOSSES, build_loss
@@ -187,10 +187,10 @@ def prepare_task(state: RunState, cfg: Config, parts: PythonParts | None = None)
     ``scaler``, ``amp_dtype`` and ``meters``. The model is built right after seeding with
     ``trainer.seed``, so its initial weights depend on the seed alone (a backbone from
     Python comes with its own). ``parts`` given as Python objects replace those the
-    config names.
+    config names. ``cfg`` is one the trainer has checked (:func:`check_component_names`
+    when it was built), so no check of its names runs twice.
     """
     parts = parts or PythonParts()
-    check_component_names(cfg)
     device = torch.device(state.device)
     data_name = cfg.from_python.train_data or cfg.data.name
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.registry import Registry
-from hookbus.engine.run_engine import RunEngine
 
 TrainStep = Callable[[RunEngine, Any], Any]
 """A train step: ``step(engine, batch)`` runs one batch and fires the inner events."""

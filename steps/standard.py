@@ -9,10 +9,10 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
-from hookbus.engine.distributed import all_reduce_mean
-from hookbus.engine.events import SSLEvents
-from hookbus.engine.run_engine import RunEngine
-from hookbus.engine.state import RunState
+from hookbus.engine.bus.events import SSLEvents
+from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.state import RunState
+from hookbus.engine.process.distributed import all_reduce_mean
 from hookbus.parts.models.compiled import uncompiled
 from hookbus.parts.optim import learning_rate, set_learning_rate, set_weight_decay, weight_decay
 from hookbus.steps.registry import register_train_step

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from hookbus import Config
-from hookbus.engine.machine import current_settings, restore_settings
+from hookbus.engine.process.machine import current_settings, restore_settings
 from hookbus.testing import tiny_config
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Phase:
-    """What hooks read of ``hookbus.engine.phases.Phase``: the kind and the length in steps."""
+    """What hooks read of ``hookbus.engine.bus.phases.Phase``: the kind and the length in steps."""
 
     train: bool
     length: int

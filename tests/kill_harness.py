@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from hookbus.engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import list_checkpoints, newest_valid_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,6 +5,10 @@ One module per section (``trainer``, ``data``, ``model`` with ``evaluation``, ``
 whole :class:`Config` in ``root``; the SSL methods' sections come from their entries
 (``methods``). Every name is importable from here, the methods' section classes too
 (a section class of an entry by its class name).
+
+The config's room also holds reading a recipe (``config_io``, ``yaml_safety``,
+``recipe_names``, ``imports``), the backbone's names (``model_names``) and what may change
+when a run resumes (``config_changes``).
 """
 
 from __future__ import annotations

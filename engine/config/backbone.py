@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hookbus.engine.model_names import canonical_backbone_name
+from hookbus.engine.config.model_names import canonical_backbone_name
 from hookbus.engine.section import MAX_PIXELS, Section
 
 

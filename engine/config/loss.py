@@ -11,7 +11,7 @@ from hookbus.engine.config.methods import (
     loss_names,
     method_loss_sections,
 )
-from hookbus.engine.methods import default_method
+from hookbus.engine.methods.entries import default_method
 from hookbus.engine.section import Section
 
 

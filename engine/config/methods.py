@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, create_model
 
-from hookbus.engine.methods import MethodSpec, load_methods
+from hookbus.engine.methods.entries import MethodSpec, load_methods
 from hookbus.engine.section import Section
 
 METHOD_ENTRIES = load_methods()

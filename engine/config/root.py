@@ -15,7 +15,7 @@ from hookbus.engine.config.methods import CLASSIFIER_LOSS
 from hookbus.engine.config.model import ModelConfig
 from hookbus.engine.config.optimizer import OptimizerConfig
 from hookbus.engine.config.trainer import TrainerConfig
-from hookbus.engine.methods import Views, check_method, method_of
+from hookbus.engine.methods.entries import Views, check_method, method_of
 from hookbus.engine.section import Section
 
 
@@ -77,7 +77,7 @@ class Config(Section):
     @model_validator(mode="after")
     def _method_parts(self) -> Config:
         """The recipe fits the method that ``loss.name`` selects (its entry's parts, views
-        and rules; :func:`~hookbus.engine.methods.check_method`), or the evaluation protocol
+        and rules; :func:`~hookbus.engine.methods.entries.check_method`), or the evaluation protocol
         that ``cross_entropy`` trains."""
         model, loss = self.model, self.loss.name
         default_views = None if loss == CLASSIFIER_LOSS else Views()

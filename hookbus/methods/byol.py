@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookbus.engine.composition import Setting
-from hookbus.engine.methods import MethodHook, MethodSpec, register_method
+from hookbus.engine.methods.composition import Setting
+from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import MomentumSchedule
 
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from hookbus.engine.composition import Setting
-from hookbus.engine.methods import MethodHook, MethodSpec, register_method
+from hookbus.engine.methods.composition import Setting
+from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Section
 from hookbus.methods.ibot import (
     centering_params,

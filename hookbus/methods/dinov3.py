@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from hookbus.engine.methods import MethodHook, MethodSpec, register_method
+from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Section
 from hookbus.methods.dinov2 import centered, check_dinov2
 from hookbus.methods.ibot import (

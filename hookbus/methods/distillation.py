@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from hookbus.engine.config.backbone import BackboneConfig
-from hookbus.engine.methods import MethodHook, MethodSpec, Views, register_method
-from hookbus.engine.model_names import split_tag
+from hookbus.engine.config.model_names import split_tag
+from hookbus.engine.methods.entries import MethodHook, MethodSpec, Views, register_method
 from hookbus.engine.section import MAX_PIXELS, Positive, Section
 
 if TYPE_CHECKING:

@@ -6,8 +6,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from hookbus.engine.composition import Setting, crop_only, ema_momentum
-from hookbus.engine.methods import MethodHook, MethodSpec, ModelSection, Views, register_method
+from hookbus.engine.methods.composition import Setting, crop_only, ema_momentum
+from hookbus.engine.methods.entries import (
+    MethodHook,
+    MethodSpec,
+    ModelSection,
+    Views,
+    register_method,
+)
 from hookbus.engine.section import MomentumSchedule, Positive, TokenTransformerSection
 
 if TYPE_CHECKING:

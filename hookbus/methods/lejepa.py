@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from hookbus.engine.methods import MethodSpec, register_method
+from hookbus.engine.methods.entries import MethodSpec, register_method
 from hookbus.engine.section import Section
 
 if TYPE_CHECKING:

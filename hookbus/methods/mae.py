@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from hookbus.engine.composition import Setting, crop_only
-from hookbus.engine.methods import MethodSpec, ModelSection, Views, register_method
+from hookbus.engine.methods.composition import Setting, crop_only
+from hookbus.engine.methods.entries import MethodSpec, ModelSection, Views, register_method
 from hookbus.engine.section import Section, TokenTransformerSection
 
 if TYPE_CHECKING:

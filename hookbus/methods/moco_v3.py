@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
-from hookbus.engine.composition import Setting, ema_momentum
-from hookbus.engine.methods import MethodHook, MethodSpec, register_method
+from hookbus.engine.methods.composition import Setting, ema_momentum
+from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import MomentumSchedule
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import Field
 
-from hookbus.engine.composition import Setting, clamp, power_of_two_below
-from hookbus.engine.methods import MethodHook, MethodSpec, register_method
+from hookbus.engine.methods.composition import Setting, clamp, power_of_two_below
+from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Section
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookbus.engine.composition import Setting
-from hookbus.engine.methods import MethodSpec, register_method
+from hookbus.engine.methods.composition import Setting
+from hookbus.engine.methods.entries import MethodSpec, register_method
 
 
 def compose_simsiam(setting: Setting) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import Field
 
-from hookbus.engine.composition import Setting
-from hookbus.engine.methods import MethodSpec, register_method
+from hookbus.engine.methods.composition import Setting
+from hookbus.engine.methods.entries import MethodSpec, register_method
 from hookbus.engine.section import Section
 
 

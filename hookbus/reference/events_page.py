@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hookbus.engine.events import EVENT_COUNTERS, IGNITE_EVENTS, IGNITE_EVENTS_DOC, SSLEvents
-from hookbus.engine.priorities import priority_label
+from hookbus.engine.bus.events import EVENT_COUNTERS, IGNITE_EVENTS, IGNITE_EVENTS_DOC, SSLEvents
+from hookbus.engine.bus.priorities import priority_label
 from hookbus.reference.docstrings import find_table, prose, summary_line
 from hookbus.reference.hooks_page import hook_classes, subscribed_events
 
@@ -31,7 +31,7 @@ def events_markdown() -> str:
     lines = [
         "# Events",
         "",
-        "Generated from `engine/events.py` and the hook classes by `make docs-reference`.",
+        "Generated from `engine/bus/events.py` and the hook classes by `make docs-reference`.",
         "",
         prose(summary_line(SSLEvents.__doc__)),
         "Events are listed in the order a run meets them; a test phase fires",

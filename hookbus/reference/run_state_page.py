@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from hookbus.engine.state import IGNITE_FIELDS, RUN_STATE_FIELDS, RunState
+from hookbus.engine.bus.state import IGNITE_FIELDS, RUN_STATE_FIELDS, RunState
 from hookbus.reference.docstrings import find_table, prose, summary_line
 from hookbus.reference.hooks_page import hook_classes
 
@@ -40,7 +40,7 @@ def run_state_markdown() -> str:
     lines = [
         "# Run state",
         "",
-        "Generated from `engine/state.py` (`RunFields`, `RunState`) and the hooks'",
+        "Generated from `engine/bus/state.py` (`RunFields`, `RunState`) and the hooks'",
         "docstrings by `make docs-reference`. `engine.state` is a `hookbus.RunState`:",
         "ignite's `State` with the fields below, each declared once with its type and",
         "default. The trainer and `hookbus.FakeEngine` start every run with these",

@@ -12,12 +12,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from hookbus.engine.config import Config
 from hookbus.parts.data.augment import BatchAugment
-from hookbus.parts.data.block_masks import BlockMaskCollate, block_settings, ijepa_grid
 from hookbus.parts.data.collate import ViewCollate
 from hookbus.parts.data.datasets import DATASETS
+from hookbus.parts.data.ijepa_masks import BlockMaskCollate, block_settings, check_drawable
 from hookbus.parts.data.loader import SSLDataLoader
 from hookbus.parts.data.sampler import PhaseSampler
 from hookbus.parts.data.transform_collate import TransformCollate
+from hookbus.parts.models.patch_grid import patch_grid
 
 if TYPE_CHECKING:
     from hookbus.parts.data.crop_collate import CropFirstCollate
@@ -63,7 +64,7 @@ def _loader(
 def ignore_ctrl_c(worker_id: int) -> None:
     """A loader worker ignores Ctrl-C (SIGINT), which a terminal sends to the whole
     process group: the run stops after the step's checkpoint, which the workers' batches
-    lead to (:mod:`hookbus.engine.preemption`), and shuts them down itself."""
+    lead to (:mod:`hookbus.engine.process.preemption`), and shuts them down itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -201,13 +202,14 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
     training device. Large view ``k`` takes ``data.torchvision.per_view[k]``'s
     probabilities where given, small views the shared ones. For ``loss.name: ijepa`` the
     train and test collates add the multi-block masks
-    (:class:`~hookbus.parts.data.block_masks.BlockMaskCollate`).
+    (:class:`~hookbus.parts.data.ijepa_masks.BlockMaskCollate`).
     """
     made = _view_collates(cfg)
     if cfg.loss.name != "ijepa":
         return made
     # I-JEPA's masks, made beside the views of the train and test batches.
-    grid, settings = ijepa_grid(cfg), block_settings(cfg)
+    grid, settings = patch_grid(cfg), block_settings(cfg)
+    check_drawable(grid, settings)
     train, test, memory = made
     seed = cfg.trainer.seed
     return (

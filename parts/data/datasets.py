@@ -10,9 +10,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from hookbus.engine import distributed
 from hookbus.engine.config import DataConfig
 from hookbus.engine.errors import ConfigError
+from hookbus.engine.process import distributed
 from hookbus.engine.registry import Registry
 from hookbus.parts.data.digits import load_digits_split
 from hookbus.parts.data.image_folder import ImageFolderDataset

@@ -9,7 +9,7 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from hookbus.engine.errors import InputChangedError, UserError
-from hookbus.engine.threads import one_torch_thread
+from hookbus.engine.process.threads import one_torch_thread
 
 
 class SSLDataLoader(DataLoader):

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hookbus.engine.config import TorchvisionAugmentConfig
-from hookbus.engine.threads import one_torch_thread
+from hookbus.engine.process.threads import one_torch_thread
 from hookbus.parts.data.collate import Batch
 
 SOLARIZE_THRESHOLD = 128 / 255

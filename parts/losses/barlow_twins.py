@@ -7,7 +7,7 @@ from itertools import combinations
 import torch
 from torch import Tensor, nn
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.losses.precision import at_least_float32
 
 

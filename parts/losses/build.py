@@ -7,7 +7,7 @@ from collections.abc import Callable
 from torch import nn
 
 from hookbus.engine.config import Config, LossConfig
-from hookbus.engine.methods import METHODS, SHARED_PARTS
+from hookbus.engine.methods.entries import METHODS, SHARED_PARTS
 from hookbus.engine.registry import Registry
 from hookbus.parts.losses.barlow_twins import BarlowTwinsLoss
 from hookbus.parts.losses.byol import ByolLoss

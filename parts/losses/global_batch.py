@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 
 
 def own_rows(count: int, device: torch.device | str) -> Tensor:

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 from torch.distributed import nn as distributed_nn
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.losses.precision import at_least_float32
 
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.losses.dino import teacher_targets
 from hookbus.parts.losses.precision import at_least_float32
 from hookbus.parts.losses.sinkhorn import sinkhorn

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.losses.global_batch import contrast_with_gathered
 from hookbus.parts.losses.precision import at_least_float32
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.losses.global_batch import contrast_with_gathered
 from hookbus.parts.losses.precision import at_least_float32
 
@@ -28,7 +28,7 @@ class NnclrLoss(nn.Module):
     predictions only.
 
     When torch.distributed is initialised with more than one process, every rank's
-    predictions are gathered (``hookbus.engine.distributed.all_gather_cat_with_gradient``,
+    predictions are gathered (``hookbus.engine.process.distributed.all_gather_cat_with_gradient``,
     through which gradients flow) and the sum runs over the global batch, the positive of
     local row ``i`` at global row ``rank * B + i``; averaging the ranks' losses (and
     DDP's averaging of gradients) gives the loss of one process on the global batch.

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.losses.global_batch import own_rows
 from hookbus.parts.losses.precision import at_least_float32
 
@@ -23,7 +23,7 @@ class NTXentLoss(nn.Module):
     it is the mean of that loss over all pairs of views.
 
     When torch.distributed is initialised with more than one process, the embeddings
-    of all ranks are gathered (``hookbus.engine.distributed.all_gather_cat_with_gradient``,
+    of all ranks are gathered (``hookbus.engine.process.distributed.all_gather_cat_with_gradient``,
     through which gradients flow) and serve as negatives: each rank's ``2B`` samples are
     classified among the ``2BW - 1`` others, the positive found at this rank's offset,
     and the loss is the mean over this rank's samples. Averaging the ranks' losses

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 
 
 @torch.no_grad()

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.losses.precision import at_least_float32
 
 

@@ -12,7 +12,7 @@ from torch import Tensor
 from torch.nn import Module
 from torch.types import Device
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 
 
 class Meter(ABC):

@@ -11,7 +11,7 @@ from torch import Tensor
 from torch.nn import Module
 from torch.types import Device
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 from hookbus.parts.meters.base import Meter
 
 KnnVote = Literal["majority", "weighted"]

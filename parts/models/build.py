@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from hookbus.engine.config import BackboneConfig, Config
 from hookbus.engine.errors import CheckpointError, ConfigError
-from hookbus.engine.methods import method_of
+from hookbus.engine.methods.entries import method_of
 from hookbus.engine.registry import Registry, UnknownNameError
 from hookbus.parts.models.fine_tune import FineTuneModel
 from hookbus.parts.models.linear_eval import LinearEvalModel

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torchvision.models.vision_transformer import EncoderBlock
 
-from hookbus.engine import distributed
+from hookbus.engine.process import distributed
 
 DropPathRule = Literal["linear", "uniform"]
 """How a drop path rate spreads over the blocks: rising linearly from 0 at the first block

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from hookbus.engine.config import Config
-from hookbus.parts.data.block_masks import ijepa_grid
+from hookbus.parts.models.patch_grid import patch_grid
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.timm_any import TimmViTTokens, is_timm_vit
 from hookbus.parts.models.token_transformer import TokenTransformer
@@ -85,7 +85,7 @@ class JepaModel(nn.Module):
 
     ``forward(batch)`` with ``batch["views"]`` (exactly one view ``[B, C, H, W]``) and the
     collate's masks ``"context_keep"`` ``[B, Kc]`` and ``"target_keep"`` ``[B, M, Kt]``
-    (:class:`~hookbus.parts.data.block_masks.BlockMaskCollate`): the backbone encodes the
+    (:class:`~hookbus.parts.data.ijepa_masks.BlockMaskCollate`): the backbone encodes the
     context patches only and the predictor predicts the target blocks' tokens:
     ``"predictions"`` ``[B, M, Kt, D]``, and ``"view_features"`` (the mean context token,
     one entry). Without the masks (the target encoder's call from the momentum teacher
@@ -130,7 +130,8 @@ class JepaModel(nn.Module):
 def build_jepa_model(cfg: Config, backbone: nn.Module, name: str | None) -> JepaModel:
     """The :class:`JepaModel` of ``cfg`` (``model.ijepa_predictor``) on ``backbone``
     (named ``name`` in messages): a :class:`ViTBackbone` or timm's ViT, ``ValueError``
-    otherwise. The predictor's grid is that of the views (:func:`ijepa_grid`)."""
+    otherwise. The predictor's grid is that of the views
+    (:func:`~hookbus.parts.models.patch_grid.patch_grid`)."""
     if not isinstance(backbone, ViTBackbone) and not is_timm_vit(backbone):
         raise ValueError(
             f"loss.name ijepa needs a ViT backbone (vit_tiny, vit_s16, vit_b16, a timm ViT): "
@@ -140,7 +141,7 @@ def build_jepa_model(cfg: Config, backbone: nn.Module, name: str | None) -> Jepa
     width: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
     predictor = JepaPredictor(
         width,
-        ijepa_grid(cfg),
+        patch_grid(cfg),
         width=predictor_cfg.width,
         depth=predictor_cfg.depth,
         heads=predictor_cfg.heads,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hookbus.engine.model_names import TIMM_PREFIX, TV_PREFIX
+from hookbus.engine.config.model_names import TIMM_PREFIX, TV_PREFIX
 
 __all__ = ["RESNET_NAMES", "TIMM_PREFIX", "TV_PREFIX", "VIT_PRESETS", "ViTSizes", "vit_sizes"]
 

@@ -23,8 +23,8 @@ from urllib.request import Request, urlopen
 
 from torch import nn
 
+from hookbus.engine.config.model_names import TIMM_PREFIX, split_tag
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.model_names import TIMM_PREFIX, split_tag
 
 PROBE_SECONDS = 5.0
 """How long the server of the weights has to answer (name lookup included)."""

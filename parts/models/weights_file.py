@@ -21,9 +21,9 @@ import torch
 from torch import Tensor
 
 from hookbus.engine.bounded_files import check_regular, open_regular
-from hookbus.engine.checkpoint_io import FORMAT
+from hookbus.engine.checkpoint.checkpoint_io import FORMAT
+from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint
 from hookbus.engine.errors import CheckpointError
-from hookbus.engine.sharded_checkpoint import load_whole_checkpoint
 
 CONTAINERS = ("state_dict", "model", "teacher", "module")
 """Keys under which training scripts nest a state dict (``{"state_dict": {...}}``); the

@@ -13,10 +13,10 @@ import torch
 
 import hookbus.hooks.checkpoint as checkpoint_hook_module
 from hookbus import Config, FakeEngine, SSLEvents, SSLTrainer
-from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
-from hookbus.engine.checkpoint_writer import CheckpointWriter, snapshot_to_host
+from hookbus.engine.bus.phases import Phase
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME, load_checkpoint
+from hookbus.engine.checkpoint.checkpoint_writer import CheckpointWriter, snapshot_to_host
 from hookbus.engine.errors import CheckpointWriteError
-from hookbus.engine.phases import Phase
 from hookbus.hooks.checkpoint import CheckpointHook
 from tests.conftest import tiny_config
 

@@ -9,13 +9,13 @@ from typing import Any
 import torch
 
 from hookbus import Config, FakeEngine, Hook, SSLEvents
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.bus.phases import Phase
+from hookbus.engine.checkpoint.checkpoint_io import (
     POINTER_NAME,
     checkpoint_name,
     list_checkpoints,
     load_checkpoint,
 )
-from hookbus.engine.phases import Phase
 from hookbus.hooks.checkpoint import CheckpointHook
 
 

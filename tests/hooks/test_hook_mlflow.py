@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from hookbus import HOOKS, Config, Priority, SSLTrainer, default_hooks
-from hookbus.engine.config_changes import flatten
+from hookbus.engine.config.config_changes import flatten
 from hookbus.hooks.mlflow_tracker import MlflowHook
 from tests.conftest import tiny_config
 from tests.failure_hooks import PoisonOutput

@@ -9,9 +9,9 @@ import pytest
 from ignite.engine import Engine
 
 from hookbus import HOOKS, FakeEngine, Hook, SSLTrainer, default_hooks, register_hook
-from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
-from hookbus.engine.handler_order import hook_plan
-from hookbus.engine.hook import default_name
+from hookbus.engine.bus.handler_order import hook_plan
+from hookbus.engine.bus.hook import default_name
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME, load_checkpoint
 from tests.conftest import tiny_config
 
 

@@ -13,8 +13,8 @@ import torch.distributed as dist
 from pydantic import ValidationError
 
 from hookbus import Config, FakeEngine, SSLEvents, SSLTrainer, default_hooks
+from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.errors import PreemptedError
-from hookbus.engine.priorities import Priority
 from hookbus.hooks.online_probe import OnlineProbeHook
 from tests.conftest import tiny_config
 from tests.integration.test_methods_resume import StopAfterPhase, assert_equal_states

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from hookbus import HOOKS, FakeEngine, Priority
-from hookbus.engine.phases import Phase
+from hookbus.engine.bus.phases import Phase
 from hookbus.hooks.timing import TimingHook
 
 PLAN = [Phase("train", True, 4), Phase("test", False, 2), Phase("train", True, 4)]

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from hookbus import HOOKS, Config, Priority, SSLTrainer, default_hooks
-from hookbus.engine.priorities import priority_label
+from hookbus.engine.bus.priorities import priority_label
 from hookbus.hooks.wandb_tracker import WandbHook
 from tests.conftest import tiny_config
 from tests.failure_hooks import PoisonOutput

@@ -64,5 +64,5 @@ def test_the_sources_are_laid_out_as_the_wheel_installs_them(tmp_path: Path) -> 
     for name, folder in package_dirs(ROOT / "setup.cfg").items():
         installed = package.joinpath(*name.split(".")[1:])
         assert (installed / "__init__.py").resolve() == (ROOT / folder / "__init__.py").resolve()
-    assert (package / "engine" / "testing.py").is_file()
+    assert (package / "engine" / "bus" / "testing.py").is_file()
     assert (package / "parts" / "models" / "build.py").is_file()

@@ -24,10 +24,10 @@ import torch
 
 from hookbus import SSLTrainer
 from hookbus.cli import main
-from hookbus.engine import sharded_checkpoint
-from hookbus.engine.checkpoint_io import POINTER_NAME, list_checkpoints
-from hookbus.engine.shard_files import MANIFEST_NAME, file_digest, manifest_text
-from hookbus.engine.sharded_checkpoint import load_whole_checkpoint, shards_folder
+from hookbus.engine.checkpoint import sharded_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME, list_checkpoints
+from hookbus.engine.checkpoint.shard_files import MANIFEST_NAME, file_digest, manifest_text
+from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint, shards_folder
 from tests.integration.fsdp_job import SMALL
 from tests.tiny_data import tiny_recipe
 

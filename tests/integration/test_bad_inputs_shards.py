@@ -26,7 +26,7 @@ import pytest
 from streaming.base.format import MDSWriter
 
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import InputChangedError
 from hookbus.parts.data.shards import CLASSES_FILE, ShardDataset
 from hookbus.shard import write_shards

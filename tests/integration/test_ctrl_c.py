@@ -14,9 +14,9 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer, default_hooks
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import INTERRUPTED_EXIT_STATUS, InterruptedRun
-from hookbus.engine.preemption import CTRL_C, PreemptionGuard
+from hookbus.engine.process.preemption import CTRL_C, PreemptionGuard
 from tests.conftest import tiny_config
 from tests.kill_harness import ROOT, command, final_parameters, run_to_completion, write_recipe
 

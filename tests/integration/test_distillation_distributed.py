@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.engine.checkpoint_io import POINTER_NAME
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME
+from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint
 from hookbus.engine.config import BackboneConfig
-from hookbus.engine.sharded_checkpoint import load_whole_checkpoint
 from hookbus.parts.models import BACKBONES
 from tests.integration.test_fsdp import _launch
 

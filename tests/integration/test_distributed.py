@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.engine.checkpoint_io import POINTER_NAME, list_checkpoints, load_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME, list_checkpoints, load_checkpoint
 from tests.torchrun import python, torchrun
 
 ROOT = Path(__file__).resolve().parents[2]

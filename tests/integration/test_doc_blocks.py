@@ -194,7 +194,7 @@ def test_a_page_copy_lists_the_package_files_of_the_checkout(tmp_path: Path) -> 
         run.close()
     listed = _package_files(ROOT, tmp_path / "root")
     assert copied == listed
-    assert "engine/bus.py\n" in listed
+    assert "engine/bus/bus_engine.py\n" in listed
     assert "hookbus/engine/" not in listed
 
 

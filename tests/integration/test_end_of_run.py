@@ -14,9 +14,9 @@ import pytest
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer, default_hooks
-from hookbus.engine.end_of_run import end_work_owed
+from hookbus.engine.checkpoint.end_of_run import end_work_owed
+from hookbus.engine.checkpoint.run_files import PENDING_NAME
 from hookbus.engine.errors import PREEMPTED_EXIT_STATUS, WriteFailure
-from hookbus.engine.run_files import PENDING_NAME
 from tests.conftest import tiny_config
 from tests.disk_mounts import bind_read_only, fill, small_tmpfs, unbind
 from tests.kill_harness import ROOT, command, write_recipe

@@ -14,7 +14,7 @@ FLOAT_LIMITS_AFTER_A_RUN_STARTS = """
 import warnings
 import numpy as np
 from hookbus import load_config
-from hookbus.engine.machine import configure_process, flush_denormal_enabled
+from hookbus.engine.process.machine import configure_process, flush_denormal_enabled
 
 configure_process(load_config(None, ["machine.flush_denormal=true"]))
 assert flush_denormal_enabled()

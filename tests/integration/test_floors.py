@@ -24,7 +24,7 @@ UNIT_FLOORS = {"kernel": 0, "parts": 1, "hooks": 2, "steps": 2}
 ROOMS = {"hookbus.engine": "kernel", "hookbus.parts": "parts", "hookbus.hooks": "hooks"}
 ROOMS |= {"hookbus.steps": "steps"}
 OPEN_FLOORS = ("runner", "integration")
-HARNESS = ("hookbus.testing", "hookbus.engine.testing", "hookbus.trainer")
+HARNESS = ("hookbus.testing", "hookbus.engine.bus.testing", "hookbus.trainer")
 """What any floor's tests may drive: the fake engine, the tiny config and the trainer."""
 PROCESSES = ("subprocess", "multiprocessing", "torch.multiprocessing", "tests.torchrun")
 PROCESSES += ("tests.kill_harness",)
@@ -108,14 +108,14 @@ def write(path: Path, source: str) -> Path:
 @pytest.mark.parametrize(
     ("source", "floor"),
     [
-        ("from hookbus.engine.bus import HookBus\n", "kernel"),
+        ("from hookbus.engine.bus.bus_engine import HookBus\n", "kernel"),
         ("from hookbus import Config, FakeEngine\n", "kernel"),
         ("from hookbus import Config\nfrom hookbus.parts.losses import build_loss\n", "parts"),
         ("from hookbus import SSLTrainer\nfrom hookbus.hooks.timing import TimingHook\n", "hooks"),
         ("from hookbus.steps.standard import standard_step\n", "steps"),
         ("from hookbus.hooks import x\nfrom hookbus.steps import y\n", "runner"),
         ("from hookbus.cli import main\n", "runner"),
-        ("import subprocess\nfrom hookbus.engine import state\n", "integration"),
+        ("import subprocess\nfrom hookbus.engine.bus import state\n", "integration"),
         ("from tests.kill_harness import kill_campaign\n", "integration"),
         ("from pathlib import Path\n", "integration"),
     ],
@@ -162,7 +162,7 @@ def test_the_runner_and_integration_floors_may_import_anything(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(f"{__name__}.TESTS", tmp_path)
-    source = "import subprocess\nfrom hookbus.engine.bus import HookBus\n"
+    source = "import subprocess\nfrom hookbus.engine.bus.bus_engine import HookBus\n"
     assert misplaced(write(tmp_path / "runner" / "test_a.py", source)) is None
     assert misplaced(write(tmp_path / "integration" / "test_b.py", source)) is None
 
@@ -171,7 +171,9 @@ def test_a_test_file_in_an_unknown_folder_is_told_its_floor(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(f"{__name__}.TESTS", tmp_path)
-    path = write(tmp_path / "misc" / "test_new.py", "from hookbus.engine.bus import HookBus\n")
+    path = write(
+        tmp_path / "misc" / "test_new.py", "from hookbus.engine.bus.bus_engine import HookBus\n"
+    )
     assert misplaced(path) == (
         "tests/misc/test_new.py is in no floor: it belongs in tests/kernel/test_new.py "
         "(the highest floor it imports; tests/runner/ or tests/integration/ if it is about "

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from hookbus import SSLTrainer
-from hookbus.engine.checkpoint_io import POINTER_NAME, list_checkpoints
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME, list_checkpoints
+from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint, shards_folder
 from hookbus.engine.errors import CheckpointError, ConfigError
-from hookbus.engine.sharded_checkpoint import load_whole_checkpoint, shards_folder
 from hookbus.export import export_backbone
 from hookbus.parts.models.pretrained import read_backbone_weights
 from hookbus.parts.sharding import check_strategy

@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.engine.checkpoint_io import POINTER_NAME
-from hookbus.engine.sharded_checkpoint import load_whole_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME
+from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint
 from tests.integration.test_fsdp import RESUME_STOPPED, _launch
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::UserWarning")]

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hookbus.engine.config_io import load_config
+from hookbus.engine.config.config_io import load_config
+from hookbus.engine.config.imports import import_user_modules
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.imports import import_user_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"

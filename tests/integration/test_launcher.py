@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import PREEMPTED_EXIT_STATUS
 from hookbus.launcher import _supervise
 from tests.kill_harness import ROOT, write_recipe

@@ -24,6 +24,10 @@ FLOOR = {"hookbus.engine": 0, "hookbus.parts": 1, "hookbus.hooks": 2, "hookbus.s
 SHIPPED = {"configs": "hookbus.recipes", "examples": "hookbus.examples"}
 """Folders installed beside the library, outside its floors: the recipes (YAML as package
 data) and the tutorials' examples, which use the public face like a user's code."""
+KERNEL_ROOMS = ("methods", "config", "bus", "process", "checkpoint")
+"""The kernel's rooms (sub-packages of ``hookbus.engine``), lowest first: a room imports
+only its own modules, those of the rooms before it and the base (the modules of
+``hookbus.engine`` itself: errors, bounded reads, registries, the section base)."""
 TORCHVISION_ON_USE = (
     "a torchvision-based backbone or image-file pipeline: its module imports torchvision "
     "(about a second), loaded only when it is named or built, never by a small-CNN run "
@@ -80,7 +84,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "the safetensors reader, only for a .safetensors weights file"
     ),
     ("hookbus.commands", "hookbus.parts.data.datasets"): SHARDS_ON_USE,
-    ("hookbus.engine.launch_env", "hookbus.engine.slurm_env"): (
+    ("hookbus.engine.process.launch_env", "hookbus.engine.process.slurm_env"): (
         "the SLURM reading builds on this module's launch environment, so it is imported "
         "where a run has no torchrun variables, after both modules exist"
     ),
@@ -91,9 +95,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.commands", "hookbus.shard"): SHARDS_ON_USE,
     ("hookbus.parts.data.datasets", "hookbus.parts.data.shards"): SHARDS_ON_USE,
     ("hookbus.export", "hookbus.parts.models.layer_scale"): TORCHVISION_ON_USE,
-    ("hookbus.hooks.evaluation", "sklearn"): "scikit-learn's probe, only for the report",
+    ("hookbus.parts.meters.frozen_eval", "sklearn"): "scikit-learn's probe, only for the report",
     ("hookbus.hooks.mlflow_tracker", "mlflow"): "about a second, only for runs logging to it",
-    ("hookbus.hooks.plot", "matplotlib"): "only when a figure is drawn",
+    ("hookbus.engine.checkpoint.run_curves", "matplotlib"): "only when a figure is drawn",
     ("hookbus.hooks.wandb_tracker", "wandb"): "about half a second, only for runs logging to it",
     ("hookbus.parts.data.digits", "sklearn"): "scikit-learn's digits, only for that data set",
     ("hookbus.parts.data.build", "hookbus.parts.data.crop_collate"): TORCHVISION_ON_USE,
@@ -108,6 +112,15 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.parts.models.timm_any", "timm"): (
         "timm is an optional extra (it loads torchvision): imported when a timm:<name> "
         "backbone is named or built, and a missing timm is a config error naming the extra"
+    ),
+    ("hookbus.methods.ibot", "hookbus.parts.models.timm_masked"): (
+        "the patch size of a timm:<name> ViT (built by timm on the meta device: seconds), only "
+        "when iBOT, DINOv2 or DINOv3 names one; the models' package imports the config, whose "
+        "validation runs this check"
+    ),
+    ("hookbus.parts.models.timm_masked", "timm"): (
+        "timm is an optional extra: its ViT classes and layer grouping, imported when a "
+        "masked method's model is built on a timm backbone"
     ),
     ("hookbus.parts.models.compiled", "torch"): (
         "torch._dynamo's backend list (seconds), only when model.compile is on"
@@ -176,6 +189,45 @@ def test_a_module_imports_only_its_own_floor_or_those_below(module: str) -> None
         if height == 2:
             assert other_room in (room, "hookbus.engine", "hookbus.parts"), (
                 f"{module}:{line}: hooks and steps do not import each other ({imported})"
+            )
+
+
+def kernel_room(module: str) -> int:
+    """The height of a kernel module's room: 0 for the base, then by :data:`KERNEL_ROOMS`."""
+    parts = module.split(".")
+    return KERNEL_ROOMS.index(parts[2]) + 1 if parts[2] in KERNEL_ROOMS else 0
+
+
+def test_every_kernel_module_stands_in_a_room_or_the_base() -> None:
+    folders = {path.parent.name for path in (ROOT / "engine").glob("*/__init__.py")}
+    assert folders == set(KERNEL_ROOMS)
+    base = sorted(path.stem for path in (ROOT / "engine").glob("*.py"))
+    assert base == ["__init__", "bounded_files", "errors", "folder_walk", "registry", "section"]
+
+
+def type_only_lines(path: Path) -> set[int]:
+    """The lines of the file's ``if TYPE_CHECKING:`` blocks (imports for annotations)."""
+    return {
+        inner.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+        for statement in node.body
+        for inner in ast.walk(statement)
+        if hasattr(inner, "lineno")
+    }
+
+
+@pytest.mark.parametrize(
+    "module", sorted(name for name in library_modules() if name.startswith("hookbus.engine."))
+)
+def test_a_kernel_room_imports_only_itself_and_the_rooms_below(module: str) -> None:
+    """At run time: an import for annotations only may name a room above."""
+    height = kernel_room(module)
+    path = library_modules()[module]
+    for line, imported in imported_modules(path):
+        if imported.startswith("hookbus.engine.") and line not in type_only_lines(path):
+            assert kernel_room(imported) <= height, (
+                f"{module}:{line} imports {imported} from a room above"
             )
 
 
@@ -251,8 +303,8 @@ import importlib, pkgutil, sys
 import hookbus.engine.errors
 assert "torch" not in sys.modules, "the errors module alone needs no torch"
 import hookbus.engine
-for module in pkgutil.iter_modules(hookbus.engine.__path__):
-    importlib.import_module("hookbus.engine." + module.name)
+for module in pkgutil.walk_packages(hookbus.engine.__path__, "hookbus.engine."):
+    importlib.import_module(module.name)
 heavy = ("torchvision", "sklearn", "matplotlib", "hookbus.parts", "hookbus.hooks",
          "hookbus.steps", "hookbus.trainer")
 print(sorted(name for name in sys.modules if name.startswith(heavy)))
@@ -290,3 +342,24 @@ def test_the_command_line_starts_without_torch() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.strip() == "False"
+
+
+def parts_room(module: str) -> str | None:
+    """The room of ``hookbus.parts`` a module stands in (``data``, ``models``, ...), or
+    None for the modules at the top of parts (``task``) and those outside it."""
+    names = module.split(".")
+    if names[:2] != ["hookbus", "parts"] or len(names) < 3:
+        return None
+    return names[2] if (ROOT / "parts" / names[2]).is_dir() else None
+
+
+def test_no_two_rooms_of_the_parts_import_each_other() -> None:
+    arrows = {
+        (room, other)
+        for module, path in library_modules().items()
+        if (room := parts_room(module)) is not None
+        for _, imported in imported_modules(path)
+        if (other := parts_room(imported)) is not None and other != room
+    }
+    assert ("data", "models") in arrows
+    assert sorted((a, b) for a, b in arrows if (b, a) in arrows) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import PREEMPTED_EXIT_STATUS
 from tests.kill_harness import write_recipe
 from tests.torchrun import python

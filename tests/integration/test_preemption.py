@@ -14,10 +14,10 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer, default_hooks
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.bus.state import RunState
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import PREEMPTED_EXIT_STATUS, PreemptedError
-from hookbus.engine.preemption import PreemptionGuard
-from hookbus.engine.state import RunState
+from hookbus.engine.process.preemption import PreemptionGuard
 from tests.conftest import tiny_config
 from tests.kill_harness import ROOT, command, final_parameters, write_recipe
 

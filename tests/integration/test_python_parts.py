@@ -22,7 +22,10 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from hookbus import SSLTrainer, default_hooks
-from hookbus.engine.checkpoint_io import load_verified_checkpoint, newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import (
+    load_verified_checkpoint,
+    newest_valid_checkpoint,
+)
 from hookbus.engine.errors import ConfigError
 from hookbus.export import export_backbone
 from hookbus.parts.losses import build_loss

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from hookbus import SSLTrainer, load_config
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.config_changes import check_world_size
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.config.config_changes import check_world_size
 from hookbus.engine.errors import (
     PREEMPTED_EXIT_STATUS,
     ConfigError,

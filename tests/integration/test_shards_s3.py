@@ -17,7 +17,7 @@ import torch
 
 from hookbus import SSLTrainer, load_config
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import DataError, PreemptedError
 from hookbus.parts.data import shard_cache
 from hookbus.parts.data.shard_cache import INDEX_FILE, SOURCE_FILE

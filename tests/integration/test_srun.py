@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.slurm_env import PORT_BASE, PORT_SPAN
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.process.slurm_env import PORT_BASE, PORT_SPAN
 from tests.kill_harness import ROOT, write_recipe
 
 TORCHRUN_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE")

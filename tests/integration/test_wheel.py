@@ -102,7 +102,12 @@ def test_the_wheel_holds_only_the_hookbus_package(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names}
     assert top_level == {"hookbus", "hookbus-0.1.0.dist-info"}
-    for module in ("engine/bus.py", "parts/losses/moco.py", "hooks/log.py", "steps/standard.py"):
+    for module in (
+        "engine/bus/bus_engine.py",
+        "parts/losses/moco.py",
+        "hooks/log.py",
+        "steps/standard.py",
+    ):
         assert f"hookbus/{module}" in names
     assert "hookbus/py.typed" in names
     assert sorted(n.removeprefix("hookbus/recipes/") for n in names if n.endswith(".yaml")) == (

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from ignite.engine import Engine, Events
 
 from hookbus import Config, FakeEngine, Hook, SSLEvents, SSLTrainer
-from hookbus.engine.bus import BusEngine
-from hookbus.engine.handler_order import handler_priorities, hook_plan
+from hookbus.engine.bus.bus_engine import BusEngine
+from hookbus.engine.bus.handler_order import handler_priorities, hook_plan
 
 
 class Tagger(Hook):

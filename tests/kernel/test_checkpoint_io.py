@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from hookbus import CheckpointError
-from hookbus.engine import checkpoint_io
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint import checkpoint_io
+from hookbus.engine.checkpoint.checkpoint_io import (
     FORMAT,
     POINTER_NAME,
     checkpoint_name,

@@ -6,8 +6,8 @@ import pytest
 from ignite.engine import Engine
 
 from hookbus import FakeEngine, Hook, Priority, SSLEvents
-from hookbus.engine.hook import rank_zero_only
-from hookbus.engine.priorities import priority_label
+from hookbus.engine.bus.hook import rank_zero_only
+from hookbus.engine.bus.priorities import priority_label
 
 
 class EveryThird(Hook):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.engine.methods import load_methods
+from hookbus.engine.methods.entries import load_methods
 
 ENGINE = Path(__file__).parents[2] / "engine"
 

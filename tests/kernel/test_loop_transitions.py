@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from hookbus import FakeEngine, Hook, RunState, SSLEvents, SSLTrainer
-from hookbus.engine.phases import Phase, PhaseEnd
+from hookbus.engine.bus.phases import Phase, PhaseEnd
 from hookbus.testing import tiny_config
 
 PLAN = [Phase("train", True, 3), Phase("test", False, 2), Phase("train", True, 3)]

@@ -10,7 +10,7 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer
-from hookbus.engine.machine import ProcessSettings, current_settings, flush_denormal_enabled
+from hookbus.engine.process.machine import ProcessSettings, current_settings, flush_denormal_enabled
 from tests.conftest import tiny_config
 
 

@@ -9,7 +9,7 @@ import torch
 from ignite.engine import State
 
 from hookbus import FakeEngine, RunState
-from hookbus.engine.state import RUN_STATE_FIELDS, RunFields
+from hookbus.engine.bus.state import RUN_STATE_FIELDS, RunFields
 from tests.hook_stubs import Phase
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hookbus import ConfigError, load_config
-from hookbus.engine.yaml_safety import MAX_BYTES, MAX_DEPTH, load_yaml
+from hookbus.engine.config.yaml_safety import MAX_BYTES, MAX_DEPTH, load_yaml
 
 BOMB = "\n".join(
     [

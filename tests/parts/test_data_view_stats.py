@@ -18,7 +18,7 @@ from torchvision.transforms import v2
 
 from hookbus import load_config
 from hookbus.engine.config import TorchvisionAugmentConfig
-from hookbus.engine.threads import one_torch_thread
+from hookbus.engine.process.threads import one_torch_thread
 from hookbus.parts.data import photometric as P
 from hookbus.parts.data.crop_collate import CropFirstCollate, ViewSpec
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hookbus.engine.config import BackboneConfig, Config
-from hookbus.engine.config_io import validate_config
+from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
 from hookbus.parts.losses.build import LOSSES, MODEL_PARTS
 from hookbus.parts.models import BACKBONES

@@ -21,9 +21,9 @@ from torch import nn
 from hookbus import SSLTrainer
 from hookbus.cli import main
 from hookbus.engine.config import BackboneConfig
-from hookbus.engine.config_io import validate_config
+from hookbus.engine.config.config_io import validate_config
+from hookbus.engine.config.model_names import canonical_backbone_name
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.model_names import canonical_backbone_name
 from hookbus.export import export_backbone
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook

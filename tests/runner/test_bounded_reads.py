@@ -22,7 +22,7 @@ from hookbus.engine.bounded_files import (
     read_bounded,
     read_text_bounded,
 )
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint.checkpoint_io import (
     FORMAT,
     MAX_SIDECAR_BYTES,
     checksum_path,
@@ -31,7 +31,7 @@ from hookbus.engine.checkpoint_io import (
     save_atomic,
     verify_checksum,
 )
-from hookbus.engine.config_io import read_yaml
+from hookbus.engine.config.config_io import read_yaml
 from hookbus.engine.errors import CheckpointError, ConfigError, DataError, UserError
 from hookbus.parts.data.image_folder import read_image
 from hookbus.parts.models.pretrained import read_backbone_weights

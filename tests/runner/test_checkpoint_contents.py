@@ -19,13 +19,13 @@ import torch
 
 from hookbus import CheckpointError, SSLTrainer
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint.checkpoint_io import (
     POINTER_NAME,
     list_checkpoints,
     load_checkpoint,
     save_atomic,
 )
-from hookbus.engine.config_io import config_to_yaml
+from hookbus.engine.config.config_io import config_to_yaml
 from hookbus.export import export_backbone
 from tests.conftest import tiny_config
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"

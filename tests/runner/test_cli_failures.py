@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import hookbus.engine.checkpoint_io as checkpoint_io
+import hookbus.engine.checkpoint.checkpoint_io as checkpoint_io
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import list_checkpoints, newest_valid_checkpoint
-from hookbus.engine.distributed import collective_failure
+from hookbus.engine.checkpoint.checkpoint_io import list_checkpoints, newest_valid_checkpoint
+from hookbus.engine.process.distributed import collective_failure
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = str(ROOT / "configs" / "simclr_digits.yaml")

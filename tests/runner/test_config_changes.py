@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from hookbus import ConfigError, Hook, SSLTrainer
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.config_changes import config_changes
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.config.config_changes import config_changes
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.meter_sync import MeterSyncHook
 from tests.conftest import tiny_config

@@ -11,8 +11,8 @@ import pytest
 import torch.distributed as dist
 
 from hookbus.cli import main
-from hookbus.engine.distributed import RendezvousFailure, init_from_environment
-from hookbus.engine.launch_env import (
+from hookbus.engine.process.distributed import RendezvousFailure, init_from_environment
+from hookbus.engine.process.launch_env import (
     LaunchEnvironment,
     LaunchEnvironmentError,
     launch_environment,

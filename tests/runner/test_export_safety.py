@@ -18,7 +18,7 @@ import torch
 
 from hookbus import SSLTrainer
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint.checkpoint_io import (
     POINTER_NAME,
     checksum_path,
     list_checkpoints,

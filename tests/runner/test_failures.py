@@ -11,9 +11,9 @@ import pytest
 import torch
 from ignite.engine import Engine
 
-import hookbus.engine.checkpoint_io as checkpoint_io
+import hookbus.engine.checkpoint.checkpoint_io as checkpoint_io
 from hookbus import CheckpointError, ConfigError, Hook, SSLTrainer, default_hooks
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint.checkpoint_io import (
     list_checkpoints,
     load_checkpoint,
     newest_valid_checkpoint,

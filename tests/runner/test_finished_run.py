@@ -10,7 +10,7 @@ from ignite.engine import Engine
 
 from hookbus import ConfigError, Hook, Priority, SSLTrainer, default_hooks
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from tests.conftest import tiny_config
 
 ONE_EPOCH = {"num_epochs": 1, "warmup_epochs": 0}

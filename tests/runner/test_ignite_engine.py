@@ -16,7 +16,7 @@ from ignite.engine import Engine, Events
 
 from hookbus import FakeEngine, Hook, Priority, SSLEvents, SSLTrainer, prepare_engine
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.meter_sync import MeterSyncHook
 from hookbus.hooks.nan_check import NanCheckHook

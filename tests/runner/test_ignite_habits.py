@@ -28,10 +28,10 @@ from ignite.handlers import (
 from ignite.metrics import Average, Metric, MetricUsage, RunningAverage
 
 from hookbus import FakeEngine, Hook, Priority, SSLEvents, SSLTrainer, prepare_engine
-from hookbus.engine.checkpoint_io import list_checkpoints
+from hookbus.engine.bus.metric_names import RECORD_KEYS, taken_metric_names
+from hookbus.engine.bus.phases import Phase
+from hookbus.engine.checkpoint.checkpoint_io import list_checkpoints
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.metric_names import RECORD_KEYS, taken_metric_names
-from hookbus.engine.phases import Phase
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.log import LogHook
 from hookbus.hooks.meter_sync import MeterSyncHook

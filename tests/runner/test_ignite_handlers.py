@@ -38,7 +38,7 @@ from ignite.metrics import Average, Metric, MetricUsage, RunningAverage
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from hookbus import Hook, SSLEvents, SSLTrainer
-from hookbus.engine.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.hooks.meter_sync import MeterSyncHook
 from hookbus.hooks.metrics_json import METRICS_FILE, MetricsJsonHook

@@ -13,12 +13,13 @@ import torch
 from hookbus import SSLTrainer, default_hooks
 from hookbus.cli import main
 from hookbus.engine.config import Config
-from hookbus.engine.config_io import validate_config
+from hookbus.engine.config.config_io import validate_config
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
-from hookbus.parts.data.block_masks import BlockMaskCollate, ijepa_grid
 from hookbus.parts.data.build import collates
+from hookbus.parts.data.ijepa_masks import BlockMaskCollate
 from hookbus.parts.models import build_model
 from hookbus.parts.models.ijepa import JepaModel, JepaPredictor, patch_tokens
+from hookbus.parts.models.patch_grid import patch_grid
 from hookbus.testing import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +93,7 @@ def test_timm_vits_are_context_encoders_too(tmp_path: Path) -> None:
         data={"num_views": 1, "image_size": 32},
         model={"backbone": {"name": "timm:vit_tiny_patch16_224"}, "head": {}},
     )
-    assert ijepa_grid(cfg) == (2, 2)
+    assert patch_grid(cfg) == (2, 2)
     model = build_model(cfg)
     assert isinstance(model.backbone, timm.models.vision_transformer.VisionTransformer)
     assert model.encode(torch.zeros(2, 1, 32, 32)).shape == (2, 192)

@@ -11,9 +11,9 @@ from ignite.engine import Engine
 
 from hookbus import Hook, Priority, SSLTrainer, default_hooks, load_config
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
-from hookbus.parts.data.block_masks import ijepa_grid
 from hookbus.parts.models import build_model
 from hookbus.parts.models.ijepa import JepaModel
+from hookbus.parts.models.patch_grid import patch_grid
 from hookbus.recipes_index import recipe_paths
 from tests.runner.test_recipes import small_folder
 
@@ -37,7 +37,7 @@ class Shapes(Hook):
 def test_the_digits_recipe_builds_a_jepa_on_vit_tiny_in_2x2_patches() -> None:
     cfg = load_config(CONFIGS / "ijepa_digits_vit_tiny.yaml")
     assert (cfg.loss.name, cfg.data.num_views, cfg.model.backbone.name) == ("ijepa", 1, "vit_tiny")
-    assert ijepa_grid(cfg) == (8, 8)
+    assert patch_grid(cfg) == (8, 8)
     teachers = [hook for hook in default_hooks(cfg) if isinstance(hook, MomentumTeacherHook)]
     assert [teacher.schedule for teacher in teachers] == ["linear"]
     assert cfg.meters.knn.enabled and cfg.hooks.evaluation_report.enabled

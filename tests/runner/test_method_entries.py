@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from hookbus import default_hooks
+from hookbus.engine.bus.hook_registry import HOOKS
 from hookbus.engine.config import Config
-from hookbus.engine.config_io import validate_config
+from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
-from hookbus.engine.methods import (
+from hookbus.engine.methods.entries import (
     METHODS,
     MethodHook,
     MethodSpec,
@@ -26,8 +27,7 @@ from hookbus.engine.methods import (
     readers,
     section_readers,
 )
-from hookbus.hooks.defaults import method_hooks
-from hookbus.hooks.registry import HOOKS
+from hookbus.hook_set import method_hooks
 from hookbus.parts.losses.build import LOSSES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def test_the_kernel_names_no_method() -> None:
 
 
 def test_the_prose_check_still_sees_code() -> None:
-    path = ROOT / "engine" / "methods.py"
+    path = ROOT / "engine" / "methods" / "entries.py"
     assert "def check_method" in code_without_prose(path)
     assert "A method entry" not in code_without_prose(path)
 
@@ -334,7 +334,7 @@ sys.modules["torch"] = None
 import hookbus.engine.config
 for module in pkgutil.iter_modules(hookbus.engine.config.__path__):
     importlib.import_module("hookbus.engine.config." + module.name)
-from hookbus.engine.config_io import validate_config
+from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
 cfg = validate_config({"loss": {"name": "moco", "moco": {"queue_size": 8}}})
 try:

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from hookbus.engine.config import Config
-from hookbus.engine.config_io import validate_config
-from hookbus.engine.methods import METHODS, MethodSpec, methods_in_order
+from hookbus.engine.config.config_io import validate_config
+from hookbus.engine.methods.entries import METHODS, MethodSpec, methods_in_order
 from hookbus.parts.models import build_model
 from hookbus.parts.models.build import BACKBONES, backbone_config, method_model_builder
 from hookbus.parts.models.ijepa import JepaModel, build_jepa_model

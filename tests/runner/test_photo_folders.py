@@ -19,7 +19,7 @@ from hookbus import DATASETS, DataError
 from hookbus.cli import main
 from hookbus.embed_data import ImageFiles
 from hookbus.engine.config import TorchvisionAugmentConfig
-from hookbus.engine.config_io import validate_config
+from hookbus.engine.config.config_io import validate_config
 from hookbus.hooks.unreadable_images import UNREADABLE_FILE, UnreadableImagesHook
 from hookbus.parts.data import build_data_loaders
 from hookbus.parts.data.transforms import clean_transform

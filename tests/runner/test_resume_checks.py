@@ -11,16 +11,16 @@ import pytest
 
 from hookbus import ConfigError, SSLTrainer
 from hookbus.cli import main
-from hookbus.engine import distributed
-from hookbus.engine.checkpoint_io import POINTER_NAME, load_checkpoint
+from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME, load_checkpoint
 from hookbus.engine.config import Config
-from hookbus.engine.config_changes import (
+from hookbus.engine.config.config_changes import (
     check_epochs,
     check_world_size,
     config_changes,
     elastic_resume,
     saved_world_size,
 )
+from hookbus.engine.process import distributed
 from hookbus.parts import task
 from tests.conftest import tiny_config
 from tests.tiny_data import CONFIGS, TINY_RECIPE

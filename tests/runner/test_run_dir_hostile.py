@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hookbus.cli import main
-from hookbus.engine.run_files import UnfitRunEntry, check_entries
+from hookbus.engine.checkpoint.run_files import UnfitRunEntry, check_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = str(ROOT / "configs" / "simclr_digits.yaml")

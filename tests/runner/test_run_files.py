@@ -17,8 +17,13 @@ import torch
 
 from hookbus import FakeEngine, SSLEvents
 from hookbus.cli import main
-from hookbus.engine.checkpoint_io import write_text_atomic
-from hookbus.engine.run_files import UnsafeRunPath, check_links, inside_run_dir, open_append
+from hookbus.engine.checkpoint.checkpoint_io import write_text_atomic
+from hookbus.engine.checkpoint.run_files import (
+    UnsafeRunPath,
+    check_links,
+    inside_run_dir,
+    open_append,
+)
 from hookbus.hooks.log import LOG_FILE, LogHook
 from hookbus.hooks.metrics_json import METRICS_FILE, MetricsJsonHook
 from hookbus.hooks.tensorboard import TENSORBOARD_DIR, TensorBoardHook

@@ -14,7 +14,7 @@ import pytest
 
 from hookbus import SSLTrainer, UserError
 from hookbus.cli import main
-from hookbus.engine.run_lock import LOCK_NAME, RunDirectoryBusy, RunLock
+from hookbus.engine.checkpoint.run_lock import LOCK_NAME, RunDirectoryBusy, RunLock
 from hookbus.hooks.checkpoint import CheckpointHook
 from tests.conftest import tiny_config
 
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HOLD = """
 import sys, time
 from pathlib import Path
-from hookbus.engine.run_lock import RunLock
+from hookbus.engine.checkpoint.run_lock import RunLock
 RunLock.acquire(Path(sys.argv[1]))
 print("locked", flush=True)
 time.sleep(60)

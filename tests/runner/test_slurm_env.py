@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from hookbus.cli import main
-from hookbus.engine.launch_env import LaunchEnvironment, LaunchEnvironmentError, launch_environment
-from hookbus.engine.slurm_hosts import expand_hostlist, first_host, tasks_per_node
+from hookbus.engine.process.launch_env import (
+    LaunchEnvironment,
+    LaunchEnvironmentError,
+    launch_environment,
+)
+from hookbus.engine.process.slurm_hosts import expand_hostlist, first_host, tasks_per_node
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import ConfigError, Hook, SSLEvents, SSLTrainer, default_hooks
-from hookbus.engine.checkpoint_io import (
+from hookbus.engine.checkpoint.checkpoint_io import (
     POINTER_NAME,
     load_checkpoint,
     newest_valid_checkpoint,
