@@ -1,19 +1,27 @@
-"""kNN top-1 of every SSL method's digits recipe, as shipped, over seeds: the methods table.
+"""kNN and linear-probe top-1 of every SSL method's digits recipe, as shipped, over seeds,
+each trained run evaluated with ``hookbus eval``: the methods table.
 
     .venv/bin/python benchmarks/methods_digits.py --seeds 0 1 2
     .venv/bin/python benchmarks/methods_digits.py --seeds 0 --methods byol swav
 
 For each method and seed it runs ``hookbus train configs/<method>_digits.yaml
 trainer.seed=<seed>`` (the tiny-ViT recipes: ``RECIPES``, ``OVERRIDES``) in a fresh
-run directory (under ``--out``, default ``runs/methods_digits``), one run at a time, and
-reads the run's ``evaluation.json`` (the evaluation-report hook: kNN top-1, k=20, with
-the train split as memory, and the 10-labels-per-class probe, for the encoder at random
-init and trained). It prints one Markdown row per method: the mean kNN top-1 over the
-seeds with its spread (max - min) and the seeds' values, the probe, the random-init kNN
-and probe, the kNN gain over random init, the mean wall time of a run (process start to
-exit: data, training, test phases and the evaluation report) and its mean CPU time
-(user + system) divided by the 2 cores the recipes are sized for: on a machine whose
-cores are shared, the wall time grows with the other load, the CPU time much less.
+run directory (under ``--out``, default ``runs/methods_digits``), one run at a time,
+with the recipe's evaluation report switched off: ``hookbus eval RUN --k 20`` scores the
+trained encoder on the run's own digits splits (kNN top-1 at k=20, weighted vote, the
+1297 train images as memory and the 500 held-out images as queries; the linear probe on
+the cached features, its learning rate and weight decay chosen on held-out train
+images), and the same command scores the encoder at random init (the model built with
+the run's seed, as the run built its own, saved as an exported backbone and evaluated
+with the run's ``config.yaml`` as its recipe). A run directory that already holds both
+``eval.json`` files is read, not trained again.
+
+It prints one Markdown row per method: the mean kNN top-1 over the seeds with its
+spread (max - min) and the seeds' values, the linear probe, the random-init kNN and
+probe, the kNN gain over random init, the mean wall time of a training run (process
+start to exit), its mean CPU time (user + system) divided by the 2 cores the recipes are
+sized for (on a machine whose cores are shared, the wall time grows with the other
+load, the CPU time much less), and the mean wall time of one ``hookbus eval``.
 """
 
 from __future__ import annotations
@@ -26,7 +34,12 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
+
+import torch
+from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = (
@@ -61,51 +74,127 @@ RECIPES = {
 OVERRIDES = {"dinov3_no_gram": ["loss.dinov3.gram_weight=0"]}
 """Settings a row changes in its recipe: DINOv3 without Gram anchoring."""
 
+EVAL = ["--k", "20", "--no-low-shot", "--no-retrieval", "--last-blocks", "0"]
+"""The parts of ``hookbus eval`` the table reads: kNN at k=20 and the linear probe."""
 
 CORES = 2
 """The cores the recipes' time budget (5 minutes a run) is for."""
 
+HOOKBUS = str(ROOT / ".venv" / "bin" / "hookbus")
 
-def run(method: str, seed: int, out: Path) -> tuple[dict, float, float]:
-    """Train ``method``'s recipe with ``seed`` from scratch: its evaluation, wall seconds
-    and CPU seconds (user + system, the process and its children)."""
-    run_dir = out / f"{method}_seed{seed}"
-    shutil.rmtree(run_dir, ignore_errors=True)
-    command = [
-        str(ROOT / ".venv" / "bin" / "hookbus"),
-        "train",
-        str(ROOT / "configs" / f"{RECIPES.get(method, f'{method}_digits')}.yaml"),
-        f"trainer.seed={seed}",
-        *OVERRIDES.get(method, []),
-        f"checkpoint.dir={run_dir}",
-        "hooks.progress_bar.enabled=false",
-        "-q",
-    ]
+
+@dataclass(frozen=True)
+class Run:
+    """One seed of a method: the ``hookbus eval`` results of the trained and the
+    random-init encoder, the training's wall and CPU seconds (0 for a run read back) and
+    the mean wall seconds of an evaluation."""
+
+    trained: dict[str, Any]
+    initial: dict[str, Any]
+    seconds: float
+    cpu: float
+    eval_seconds: float
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """Run ``command`` (its output kept, shown when it fails, which stops the script): its
+    wall and CPU seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)}: exit {done.returncode}: {done.stderr[-2000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return json.loads((run_dir / "evaluation.json").read_text()), seconds, cpu
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def row(method: str, results: list[tuple[dict, float, float]]) -> str:
+def save_initial(run_dir: Path, path: Path) -> None:
+    """Save the backbone the run at ``run_dir`` started from (its config's model built
+    after ``torch.manual_seed(trainer.seed)``, as the run and its evaluation report build
+    it) to ``path``, as ``hookbus export`` writes a backbone."""
+    from hookbus.engine.config.config_io import load_config
+    from hookbus.parts.models import build_model
+
+    cfg = load_config(run_dir / "config.yaml")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.trainer.seed)
+        model = build_model(cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(cast(nn.Module, model.backbone).state_dict(), path)
+
+
+def run(method: str, seed: int, out: Path) -> Run:
+    """Train ``method``'s recipe with ``seed`` from scratch (unless both evaluations are
+    there already) and evaluate the trained and the random-init encoder."""
+    run_dir = out / f"{method}_seed{seed}"
+    initial_dir = out / f"{method}_seed{seed}_init"
+    results = (run_dir / "eval.json", initial_dir / "eval.json")
+    seconds = cpu = evaluating = 0.0
+    if not all(path.is_file() for path in results):
+        for folder in (run_dir, initial_dir):
+            shutil.rmtree(folder, ignore_errors=True)
+        recipe = ROOT / "configs" / f"{RECIPES.get(method, f'{method}_digits')}.yaml"
+        seconds, cpu = timed(
+            [
+                HOOKBUS,
+                "train",
+                str(recipe),
+                f"trainer.seed={seed}",
+                *OVERRIDES.get(method, []),
+                f"checkpoint.dir={run_dir}",
+                "hooks.evaluation_report.enabled=false",
+                "hooks.progress_bar.enabled=false",
+                "-q",
+            ]
+        )
+        evaluating += timed([HOOKBUS, "eval", str(run_dir), *EVAL])[0]
+        save_initial(run_dir, initial_dir / "backbone.pt")
+        evaluating += timed(
+            [
+                HOOKBUS,
+                "eval",
+                str(initial_dir / "backbone.pt"),
+                "--recipe",
+                str(run_dir / "config.yaml"),
+                "--out",
+                str(initial_dir),
+                *EVAL,
+            ]
+        )[0]
+    trained, initial = (json.loads(path.read_text()) for path in results)
+    return Run(trained, initial, seconds, cpu, evaluating / 2)
+
+
+def knn(results: dict[str, Any]) -> float:
+    """kNN top-1 at k=20 of ``hookbus eval``'s results."""
+    return float(results["knn"]["backbone"]["20"])
+
+
+def probe(results: dict[str, Any]) -> float:
+    """The linear probe's top-1 of ``hookbus eval``'s results."""
+    return float(results["linear"]["backbone"]["top1"])
+
+
+def row(method: str, runs: list[Run]) -> str:
     """The Markdown table row of ``method``'s runs."""
-    knn = [evaluation["trained"]["knn_top1"] for evaluation, _, _ in results]
-    probe = [evaluation["trained"]["probe_top1"] for evaluation, _, _ in results]
-    initial = [evaluation["random init"]["knn_top1"] for evaluation, _, _ in results]
-    initial_probe = [evaluation["random init"]["probe_top1"] for evaluation, _, _ in results]
-    seconds = [elapsed for _, elapsed, _ in results]
-    cpu = [used / CORES for _, _, used in results]
-    mean = statistics.mean(knn)
-    gain = 100 * (mean - statistics.mean(initial))
-    per_seed = ", ".join(f"{value:.3f}" for value in knn)
+    trained = [knn(one.trained) for one in runs]
+    mean = statistics.mean(trained)
+    initial = statistics.mean(knn(one.initial) for one in runs)
+    per_seed = ", ".join(f"{value:.3f}" for value in trained)
+    timed_runs = [one for one in runs if one.seconds]
+
+    def average(values: list[float]) -> str:
+        return f"{statistics.mean(values):.0f}" if values else "-"
+
     return (
-        f"| {method} | {mean:.4f} ± {max(knn) - min(knn):.4f} | {per_seed} "
-        f"| {statistics.mean(probe):.4f} | {statistics.mean(initial):.4f} "
-        f"| {statistics.mean(initial_probe):.4f} | {gain:+.1f} "
-        f"| {statistics.mean(seconds):.0f} | {statistics.mean(cpu):.0f} |"
+        f"| {method} | {mean:.4f} ± {max(trained) - min(trained):.4f} | {per_seed} "
+        f"| {statistics.mean(probe(one.trained) for one in runs):.4f} | {initial:.4f} "
+        f"| {statistics.mean(probe(one.initial) for one in runs):.4f} "
+        f"| {100 * (mean - initial):+.1f} "
+        f"| {average([one.seconds for one in timed_runs])} "
+        f"| {average([one.cpu / CORES for one in timed_runs])} "
+        f"| {average([one.eval_seconds for one in timed_runs])} |"
     )
 
 
@@ -116,13 +205,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "methods_digits")
     args = parser.parse_args()
     print(
-        "| method | kNN top-1, mean ± spread | per seed | probe 10/class | random init kNN "
-        f"| random init probe | kNN gain (points) | wall s/run | CPU s/run / {CORES} |"
+        "| method | kNN top-1 (k=20), mean ± spread | per seed | linear probe "
+        "| random init kNN | random init probe | kNN gain (points) | train wall s/run "
+        f"| train CPU s/run / {CORES} | eval wall s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for method in args.methods:
-        results = [run(method, seed, args.out) for seed in args.seeds]
-        print(row(method, results), flush=True)
+        runs = [run(method, seed, args.out) for seed in args.seeds]
+        print(row(method, runs), flush=True)
     return 0
 
 

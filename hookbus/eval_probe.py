@@ -112,6 +112,50 @@ def train_probes(
     return weights.permute(1, 0, 2).contiguous(), bias
 
 
+def train_probe_draws(
+    xs: Tensor,
+    ys: Tensor,
+    num_classes: int,
+    point: tuple[float, float],
+    settings: ProbeSettings,
+    seeds: Sequence[int],
+) -> tuple[Tensor, Tensor]:
+    """Weights ``[R, D, C]`` and biases ``[R, C]`` of one probe at ``point`` (``(lr,
+    weight_decay)``) per draw: probe ``r`` is :func:`train_probes`'s on ``xs[r]``
+    ``[N, D]`` (standardised) and ``ys[r]`` ``[N]`` with the batch order of
+    ``seeds[r]``, the same updates, up to the order of float sums. The draws (of equal
+    size) are trained side by side in one loop of batched products: the low-shot
+    probes' few images make steps so small that the loop's own cost is most of theirs."""
+    xs, ys = xs.float(), ys.long()
+    draws, count, dims = xs.shape
+    lr, decay = point
+    weights = torch.zeros(draws, dims, num_classes)
+    bias = torch.zeros(draws, 1, num_classes)
+    velocity_w, velocity_b = torch.zeros_like(weights), torch.zeros_like(bias)
+    batch = min(settings.batch_size, count)
+    steps = settings.epochs * -(-count // batch)
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    onehot = F.one_hot(ys, num_classes).float()
+    rows = torch.arange(draws).view(draws, 1)
+    step = 0
+    with one_torch_thread():
+        for _ in range(settings.epochs):
+            orders = torch.stack([torch.randperm(count, generator=g) for g in generators])
+            for start in range(0, count, batch):
+                chosen = orders[:, start : start + batch]
+                xb = xs[rows, chosen]
+                logits = torch.bmm(xb, weights) + bias
+                error = (logits.softmax(dim=2) - onehot[rows, chosen]) / chosen.shape[1]
+                grad_w = torch.bmm(xb.transpose(1, 2), error)
+                velocity_w.mul_(settings.momentum).add_(grad_w + decay * weights)
+                velocity_b.mul_(settings.momentum).add_(error.sum(dim=1, keepdim=True))
+                rate = lr * (0.5 * (1 + math.cos(math.pi * step / steps)))
+                weights -= rate * velocity_w
+                bias -= rate * velocity_b
+                step += 1
+    return weights, bias.squeeze(1)
+
+
 def probe_predictions(weights: Tensor, bias: Tensor, x: Tensor) -> Tensor:
     """The predicted classes ``[G, N]`` of each probe on ``x`` ``[N, D]``."""
     logits = torch.einsum("nd,gdc->gnc", x.float(), weights) + bias.unsqueeze(1)
@@ -247,18 +291,24 @@ def low_shot(
     seed: int,
 ) -> LowShotResult:
     """Test top-1 of the probe at ``point`` (``(lr, weight_decay)``, the linear probe's
-    choice) trained on each of ``draws`` draws of :func:`low_shot_indices`; features are
-    standardised with the drawn images' statistics."""
+    choice) trained on each of ``draws`` draws of :func:`low_shot_indices` (batch order
+    seeded ``seed + draw``; the draws side by side, :func:`train_probe_draws`); features
+    are standardised with the drawn images' statistics."""
     (train_x, train_y), (test_x, test_y) = train, test
     num_classes = int(train_y.max()) + 1
-    sizes, scores = [], []
-    for draw in range(draws):
-        chosen = torch.from_numpy(low_shot_indices(train_y, fraction, seed, draw))
-        fit_x, test_std = standardise(train_x[chosen], test_x)
-        weights, bias = train_probes(
-            fit_x, train_y[chosen], num_classes, [point], settings, seed + draw
-        )
-        predicted = probe_predictions(weights, bias, test_std)[0]
+    chosen = [torch.from_numpy(low_shot_indices(train_y, fraction, seed, d)) for d in range(draws)]
+    standardised = [standardise(train_x[indices], test_x) for indices in chosen]
+    weights, bias = train_probe_draws(
+        torch.stack([fit_x for fit_x, _ in standardised]),
+        torch.stack([train_y[indices] for indices in chosen]),
+        num_classes,
+        point,
+        settings,
+        [seed + draw for draw in range(draws)],
+    )
+    scores = []
+    for draw, (_, test_std) in enumerate(standardised):
+        predicted = probe_predictions(weights[draw : draw + 1], bias[draw : draw + 1], test_std)[0]
         scores.append(float((predicted == test_y.cpu()).double().mean()))
-        sizes.append(len(chosen))
+    sizes = [len(indices) for indices in chosen]
     return LowShotResult(fraction, sizes, scores)

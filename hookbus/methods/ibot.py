@@ -57,13 +57,45 @@ class IbotConfig(Section):
 
 
 def check_vit(cfg: Config) -> None:
-    """iBOT and DINOv2 mask the patches of a Vision Transformer (or a Python backbone)."""
+    """iBOT, DINOv2 and DINOv3 mask the patches of a Vision Transformer: hookbus's
+    (``vit_*``), timm's ``VisionTransformer`` or ``Eva`` (``timm:<name>``, DINOv2's and
+    DINOv3's ViTs among them), or a Python backbone."""
     name = cfg.model.backbone.name
+    if name.startswith("timm:"):
+        from hookbus.parts.models.timm_masked import timm_token_vit_patch_size
+
+        check_view_sizes(cfg, timm_token_vit_patch_size(name.removeprefix("timm:")))
+        return
     if not name.startswith("vit_") and not cfg.from_python.backbone:
         raise ValueError(
             f"loss.name {cfg.loss.name} masks the patches of a Vision Transformer: "
-            f"model.backbone.name must be vit_tiny, vit_s16 or vit_b16 (got {name})"
+            f"model.backbone.name must be vit_tiny, vit_s16, vit_b16 or a timm ViT such as "
+            f"timm:vit_small_patch14_reg4_dinov2 (got {name})"
         )
+
+
+def view_sizes(cfg: Config) -> dict[str, int]:
+    """The view sides of the run by the key that sets each: the global views, the small
+    views (when there are any) and DINOv3's high-resolution Gram teacher (when set)."""
+    sizes = {"data.image_size": cfg.data.image_size}
+    if cfg.data.small_views.count:
+        sizes["data.small_views.size"] = cfg.data.small_views.size
+    gram = getattr(cfg.loss, "dinov3", None)
+    if cfg.loss.name == "dinov3" and gram is not None and gram.gram_image_size is not None:
+        sizes["loss.dinov3.gram_image_size"] = gram.gram_image_size
+    return sizes
+
+
+def check_view_sizes(cfg: Config, patch: int) -> None:
+    """timm's ViTs encode whole patches only: every view side a multiple of ``patch``."""
+    for key, size in view_sizes(cfg).items():
+        if size % patch:
+            below, above = size - size % patch, size - size % patch + patch
+            raise ValueError(
+                f"{key} {size} is not a multiple of {cfg.model.backbone.name}'s patch size "
+                f"{patch}: timm's ViT encodes whole patches only (use {below or above} or "
+                f"{above})"
+            )
 
 
 def teacher_params(cfg: Config) -> dict[str, Any]:
@@ -102,10 +134,10 @@ def freeze_params(cfg: Config) -> dict[str, Any]:
 
 
 def compose_masked_distillation(setting: Setting, method: str) -> dict[str, Any]:
-    """iBOT and DINOv2 (hookbus's ViTs only): DINO's head, last layer, teacher and small
+    """iBOT and DINOv2 (hookbus's ViTs and timm's): DINO's head, last layer, teacher and small
     views (:func:`~hookbus.methods.dino.compose_dino`), and half of the global views
     masked at 10% to 50% of their patches (the digits recipes')."""
-    setting.needs_patch_tokens(method)
+    setting.needs_patch_tokens(method, timm_vit=True)
     return {
         "data": {"small_views": multi_crop(setting, 2 if setting.laptop else 4)},
         "model": dino_head(setting),

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
-from hookbus.hooks.registry import register_hook
 from hookbus.parts.sharding import is_sharded, load_weights, local, sharded_copy
 
 GramResize = Literal["bicubic", "bilinear"]
@@ -184,8 +184,8 @@ class GramTeacherHook(Hook):
             load_weights(self.gram, state["gram_teacher"])
 
     def _grid(self, images: Tensor) -> tuple[int, int]:
-        backbone: Any = self._require_gram().backbone
-        patch = int(backbone.patch_size)
+        model: Any = self._require_gram()
+        patch = int(model.encoder().patch_size)  # hookbus's ViT or timm's
         return images.shape[-2] // patch, images.shape[-1] // patch
 
     def _copy_teacher(self) -> None:

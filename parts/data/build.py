@@ -14,7 +14,7 @@ from hookbus.engine.config import Config
 from hookbus.parts.data.augment import BatchAugment
 from hookbus.parts.data.collate import ViewCollate
 from hookbus.parts.data.datasets import DATASETS
-from hookbus.parts.data.ijepa_masks import BlockMaskCollate, block_settings
+from hookbus.parts.data.ijepa_masks import BlockMaskCollate, block_settings, check_drawable
 from hookbus.parts.data.loader import SSLDataLoader
 from hookbus.parts.data.sampler import PhaseSampler
 from hookbus.parts.data.transform_collate import TransformCollate
@@ -209,6 +209,7 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
         return made
     # I-JEPA's masks, made beside the views of the train and test batches.
     grid, settings = patch_grid(cfg), block_settings(cfg)
+    check_drawable(grid, settings)
     train, test, memory = made
     seed = cfg.trainer.seed
     return (

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from hookbus.engine.config import Config
+from hookbus.engine.errors import ConfigError
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.shared import SharedInt
 
@@ -28,6 +29,9 @@ CONTEXT_TRIES = 20
 
 TARGET_TRIES = 50
 """Sets of target blocks drawn for one image before the settings are declared unworkable."""
+
+SETUP_DRAWS = (8, 8)
+"""Batches, and images in each, whose masks :func:`check_drawable` draws at setup."""
 
 BlockPlacement = Literal["anywhere", "authors"]
 """Where a block's top-left corner may fall: ``anywhere`` it fits (``top`` in
@@ -155,6 +159,28 @@ def batch_masks(
     context = torch.stack([context[:keep] for context, _ in drawn])
     targets = torch.stack([torch.stack(blocks) for _, blocks in drawn])
     return context, targets
+
+
+def check_drawable(grid: tuple[int, int], settings: BlockMaskSettings) -> None:
+    """Refuse, with a :class:`~hookbus.engine.errors.ConfigError` naming the settings,
+    block settings that leave no context on ``grid``: a grid under 2 x 2, or masks that
+    cannot be drawn for :data:`SETUP_DRAWS` batches (a fixed seed). Called when the
+    loaders are built (``hookbus validate``, a run's setup), so that a grid too small
+    for the blocks is refused in one line there, not in a loader worker after the run
+    started."""
+    if min(grid) < 2:
+        raise ConfigError(
+            f"loss.ijepa: I-JEPA's blocks need a patch grid of at least 2x2, and "
+            f"data.image_size over the ViT's patch size gives {grid[0]}x{grid[1]}: raise "
+            "data.image_size or lower model.backbone.vit.patch_size"
+        )
+    generator = torch.Generator().manual_seed(0)
+    batches, images = SETUP_DRAWS
+    for _ in range(batches):
+        try:
+            batch_masks(generator, images, grid, settings)
+        except ValueError as exc:
+            raise ConfigError(f"loss.ijepa: masks cannot be drawn: {exc}") from None
 
 
 class BlockMaskCollate:

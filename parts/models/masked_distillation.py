@@ -4,6 +4,7 @@ class and patch tokens (Zhou et al., "iBOT", 2022; Oquab et al., "DINOv2", 2024)
 from __future__ import annotations
 
 from itertools import groupby
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -14,6 +15,7 @@ from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.ibot_masks import draw_batch_masks
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.ssl_parts import ssl_parts
+from hookbus.parts.models.timm_masked import TimmMaskedTokens, is_timm_token_vit, timm_vit_depths
 from hookbus.parts.models.vit import ViTBackbone
 
 TEACHER_MASKS = "patch_masks"
@@ -22,7 +24,9 @@ momentum teacher passes on, say where the targets of the patch loss are."""
 
 
 class MaskedDistillationModel(nn.Module):
-    """A ViT ``backbone``, the class-token head (``head`` then ``prototypes``, DINO's)
+    """A ViT ``backbone`` (hookbus's :class:`ViTBackbone`, or timm's ``VisionTransformer``
+    or ``Eva`` masked through :class:`~hookbus.parts.models.timm_masked.TimmMaskedTokens`),
+    the class-token head (``head`` then ``prototypes``, DINO's)
     and the patch-token head: its own (``patch_head``, ``patch_prototypes``) or, when
     those are None, the class-token head shared (DINOv2's default, iBOT's too).
 
@@ -31,7 +35,8 @@ class MaskedDistillationModel(nn.Module):
     (:func:`~hookbus.parts.models.ibot_masks.draw_batch_masks`, ``mask_probability``,
     ``mask_ratio``), the masked patches' embeddings replaced by ``mask_token`` (zeros at
     first) and the global views encoded together; the other views are encoded whole,
-    once per run of views of one size. Output: per view ``"view_features"`` (class
+    once per run of views of one size (the heads read the class token of every view).
+    Output: per view ``"view_features"`` (class
     token), ``"embeddings"`` and ``"scores"``; ``"patch_masks"`` (the masks, bool),
     ``"patch_tokens"`` ``[G * B, N, width]`` (the global views' patch tokens after the
     final LayerNorm, masked ones included: DINOv3's Gram loss reads them, and its Gram
@@ -47,7 +52,7 @@ class MaskedDistillationModel(nn.Module):
 
     def __init__(
         self,
-        backbone: ViTBackbone,
+        backbone: nn.Module,
         head: nn.Module,
         prototypes: nn.Module,
         *,
@@ -67,12 +72,20 @@ class MaskedDistillationModel(nn.Module):
         self.prototypes = prototypes
         self.patch_head = patch_head
         self.patch_prototypes = patch_prototypes
-        self.mask_token = nn.Parameter(torch.zeros(backbone.out_dim))
+        self.mask_token = nn.Parameter(torch.zeros(cast(int, backbone.out_dim)))
         self.global_views = global_views
         self.mask_probability = mask_probability
         self.mask_ratio = mask_ratio
         self.layer_decay = layer_decay
         self.patch_embedding_lr_scale = patch_embedding_lr_scale
+
+    def encoder(self) -> ViTBackbone | TimmMaskedTokens:
+        """What gives the backbone's class and patch tokens, masked or not: hookbus's ViT
+        itself, or the adapter of timm's (made on each call from the backbone it has, so
+        a copy of the model reads its own)."""
+        if isinstance(self.backbone, ViTBackbone):
+            return self.backbone
+        return TimmMaskedTokens(self.backbone)
 
     def patch_scores(self, tokens: Tensor) -> Tensor:
         """The patch head's scores ``[M, K']`` of patch tokens ``[M, width]``. With no
@@ -105,18 +118,19 @@ class MaskedDistillationModel(nn.Module):
         if len({view.shape for view in global_views}) != 1:
             raise ValueError("the global views of iBOT and DINOv2 must have one size")
         images = torch.cat(global_views)
-        patch = self.backbone.patch_size
+        encoder = self.encoder()
+        patch = encoder.patch_size
         rows, cols = images.shape[-2] // patch, images.shape[-1] // patch
         if teacher_masks is None:
             masks = draw_batch_masks(
                 len(images), rows, cols, self.mask_probability, self.mask_ratio, images.device
             )
-            cls, patches = self.backbone.tokens(images, masks, self.mask_token)
+            cls, patches = encoder.tokens(images, masks, self.mask_token)
         else:
             masks = teacher_masks
-            cls, patches = self.backbone.tokens(images)
+            cls, patches = encoder.tokens(images)
         features = [cls] + [
-            self.backbone(torch.cat(list(group)))
+            encoder.tokens(torch.cat(list(group)))[0]
             for _, group in groupby(views[self.global_views :], key=lambda view: view.shape[-2:])
         ]
         features_all = torch.cat(features)
@@ -142,15 +156,20 @@ class MaskedDistillationModel(nn.Module):
         groups): ``layer_decay ** (L + 1 - d)`` for a backbone parameter at depth ``d``
         (:func:`~hookbus.parts.models.fine_tune.vit_depths`) and for the mask token
         (depth 0), times ``patch_embedding_lr_scale`` for the patch embedding; the heads
-        learn at the scheduled rate. Empty when both are 1."""
+        learn at the scheduled rate. Empty when both are 1. timm's ViTs take their depths
+        from timm's own grouping (:func:`~hookbus.parts.models.timm_masked.timm_vit_depths`),
+        their patch embedding is ``patch_embed``."""
         if self.layer_decay == 1 and self.patch_embedding_lr_scale == 1:
             return {}
-        depths = vit_depths(self.backbone)
-        top = len(self.backbone.encoder.layers) + 1
+        if isinstance(self.backbone, ViTBackbone):
+            depths, patch_embedding = vit_depths(self.backbone), "conv_proj."
+        else:
+            depths, patch_embedding = timm_vit_depths(self.backbone), "patch_embed."
+        top = max(depths.values())
         scales = {"mask_token": self.layer_decay**top}
         for name, depth in depths.items():
             scale = self.layer_decay ** (top - depth)
-            if name.startswith("conv_proj."):
+            if name.startswith(patch_embedding):
                 scale *= self.patch_embedding_lr_scale
             scales[f"backbone.{name}"] = scale
         return scales
@@ -166,16 +185,17 @@ def build_masked_distillation(
 ) -> MaskedDistillationModel:
     """The :class:`MaskedDistillationModel` of ``cfg`` (``loss.ibot``,
     ``loss.dino.global_views``, ``loss.dinov2``'s learning-rate multipliers) on
-    ``backbone`` (named ``name`` in messages), which must be a :class:`ViTBackbone`,
+    ``backbone`` (named ``name`` in messages), which must be a :class:`ViTBackbone` or
+    timm's ``VisionTransformer`` or ``Eva``,
     with the class-token head and prototypes of the SSL model (``model.head``,
     ``model.prototypes``: :func:`~hookbus.parts.models.ssl_parts.ssl_parts`); with
     ``loss.ibot.separate_head`` a patch head of the same sizes and
     ``loss.ibot.patch_prototypes`` outputs. DINOv2's and iBOT's model builder
     (``MethodSpec.model``)."""
-    if not isinstance(backbone, ViTBackbone):
+    if not isinstance(backbone, ViTBackbone) and not is_timm_token_vit(backbone):
         raise ValueError(
             f"loss.name {cfg.loss.name} masks the patches of a Vision Transformer (vit_tiny, "
-            f"vit_s16, vit_b16): {name!r} is a {type(backbone).__name__}"
+            f"vit_s16, vit_b16, or timm's ViTs): {name!r} is a {type(backbone).__name__}"
         )
     head, _, prototypes = ssl_parts(cfg, backbone, name)
     if prototypes is None:  # the entries need prototypes: validation refuses none
@@ -183,7 +203,8 @@ def build_masked_distillation(
     ibot, model = cfg.loss.ibot, cfg.model
     patch_head = patch_prototypes = None
     if ibot.separate_head:
-        dims = [backbone.out_dim if size == "backbone" else size for size in model.head.dims]
+        width = cast(int, backbone.out_dim)
+        dims = [width if size == "backbone" else size for size in model.head.dims]
         patch_head = MLPHead(
             dims,
             model.head.batch_norm,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import sys
 from types import ModuleType
 from typing import Any, cast
 
@@ -98,13 +99,18 @@ def _create(
             return create_pretrained(timm, model, in_chans=in_channels, **options, **kwargs)
         return timm.create_model(model, pretrained=False, in_chans=in_channels, **options, **kwargs)
 
+    # ViTs also take dynamic_img_size, so that views of other sizes (multi-crop's small
+    # views) get the position embedding resized, as hookbus's own ViT does.
+    tries: list[dict[str, object]] = [{}]
     if image_size is not None:
+        tries[:0] = [{"img_size": image_size, "dynamic_img_size": True}, {"img_size": image_size}]
+    for options in tries[:-1]:
         try:
-            return create(img_size=image_size)
+            return create(**options)
         except TypeError as exc:
-            if "img_size" not in str(exc):
+            if not any(key in str(exc) for key in options):
                 raise
-    return create()
+    return create(**tries[-1])
 
 
 def classifier_prefix(net: nn.Module) -> str:
@@ -186,12 +192,12 @@ def zero_timm_classifier(
 
 
 def is_timm_vit(net: nn.Module) -> bool:
-    """Whether ``net`` is timm's ``VisionTransformer`` (timm imported only if installed)."""
-    try:
-        from timm.models.vision_transformer import VisionTransformer
-    except ImportError:
-        return False
-    return isinstance(net, VisionTransformer)
+    """Whether ``net`` is timm's ``VisionTransformer``. timm is never imported here: a
+    model built by timm has its module loaded already, so when it is not, ``net`` is not
+    one (importing timm to find that out costs seconds, most of ``hookbus eval``'s time
+    outside feature extraction on a thousand photos)."""
+    module = sys.modules.get("timm.models.vision_transformer")
+    return module is not None and isinstance(net, module.VisionTransformer)
 
 
 class TimmViTTokens:
@@ -226,11 +232,17 @@ def timm_patch_size(model: str) -> int:
     """The patch side of timm's ViT ``model`` (built on the meta device, no weights);
     ``ValueError`` when ``model`` is no timm ``VisionTransformer``."""
     check_timm_name(model)
-    with torch.device("meta"):
-        net = _timm().create_model(model, pretrained=False, num_classes=0)
+    net = timm_meta_model(model)
     if not is_timm_vit(net):
         raise ValueError(
             f"{TIMM_PREFIX}{model} is a {type(net).__name__}, not timm's VisionTransformer, "
             "whose patch tokens the method reads"
         )
     return TimmViTTokens(net).patch_size
+
+
+def timm_meta_model(model: str) -> nn.Module:
+    """timm's model ``model`` (a known name) built on the meta device: its classes and
+    sizes without weights or a download."""
+    with torch.device("meta"):
+        return _timm().create_model(model, pretrained=False, num_classes=0)

@@ -95,9 +95,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.commands", "hookbus.shard"): SHARDS_ON_USE,
     ("hookbus.parts.data.datasets", "hookbus.parts.data.shards"): SHARDS_ON_USE,
     ("hookbus.export", "hookbus.parts.models.layer_scale"): TORCHVISION_ON_USE,
-    ("hookbus.hooks.evaluation", "sklearn"): "scikit-learn's probe, only for the report",
+    ("hookbus.parts.meters.frozen_eval", "sklearn"): "scikit-learn's probe, only for the report",
     ("hookbus.hooks.mlflow_tracker", "mlflow"): "about a second, only for runs logging to it",
-    ("hookbus.hooks.plot", "matplotlib"): "only when a figure is drawn",
+    ("hookbus.engine.checkpoint.run_curves", "matplotlib"): "only when a figure is drawn",
     ("hookbus.hooks.wandb_tracker", "wandb"): "about half a second, only for runs logging to it",
     ("hookbus.parts.data.digits", "sklearn"): "scikit-learn's digits, only for that data set",
     ("hookbus.parts.data.build", "hookbus.parts.data.crop_collate"): TORCHVISION_ON_USE,
@@ -112,6 +112,15 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("hookbus.parts.models.timm_any", "timm"): (
         "timm is an optional extra (it loads torchvision): imported when a timm:<name> "
         "backbone is named or built, and a missing timm is a config error naming the extra"
+    ),
+    ("hookbus.methods.ibot", "hookbus.parts.models.timm_masked"): (
+        "the patch size of a timm:<name> ViT (built by timm on the meta device: seconds), only "
+        "when iBOT, DINOv2 or DINOv3 names one; the models' package imports the config, whose "
+        "validation runs this check"
+    ),
+    ("hookbus.parts.models.timm_masked", "timm"): (
+        "timm is an optional extra: its ViT classes and layer grouping, imported when a "
+        "masked method's model is built on a timm backbone"
     ),
     ("hookbus.parts.models.compiled", "torch"): (
         "torch._dynamo's backend list (seconds), only when model.compile is on"

@@ -1,20 +1,29 @@
 """I-JEPA's multi-block masks, made in the collate: counts, scales, aspect ratios, no
-context patch among the targets, and the same masks for the same batch."""
+context patch among the targets, the same masks for the same batch, and settings that
+leave no context refused when the loaders are built."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
+from hookbus.cli import main
+from hookbus.engine.config.config_io import load_config
+from hookbus.engine.errors import ConfigError
+from hookbus.parts.data.build import collates
 from hookbus.parts.data.ijepa_masks import (
     BlockMaskCollate,
     BlockMaskSettings,
     batch_masks,
+    block_settings,
     block_size,
+    check_drawable,
     place_block,
 )
+from hookbus.parts.models.patch_grid import patch_grid
 
 PAPER = BlockMaskSettings()
 GRID = (14, 14)  # ViT-x/16 at 224 px
@@ -172,3 +181,37 @@ def test_the_authors_placement_draws_the_corner_from_zero_to_side_minus_size() -
         tops.add(int(block.any(dim=1).nonzero()[0]))
         assert int(block.sum()) == 6
     assert tops == set(range(8 - 3))  # 0 .. 4: torch.randint(0, H - h)
+
+
+RECIPES = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize("recipe", ["ijepa_digits_vit_tiny", "ijepa_imagefolder_vit_s16"])
+def test_the_shipped_recipes_masks_are_drawable_at_setup(recipe: str) -> None:
+    cfg = load_config(RECIPES / f"{recipe}.yaml")
+    check_drawable(patch_grid(cfg), block_settings(cfg))  # no error
+
+
+def test_a_recipe_on_a_grid_too_small_for_its_blocks_is_refused_when_loaders_are_built() -> None:
+    # 8 px in 2 px patches: a 4x4 grid, whose largest context (3x3) cannot keep the
+    # recipe's 10 context patches.
+    cfg = load_config(RECIPES / "ijepa_digits_vit_tiny.yaml", ["data.image_size=8"])
+    assert patch_grid(cfg) == (4, 4)
+    with pytest.raises(ConfigError, match=r"^loss\.ijepa: masks cannot be drawn: .*4x4 grid"):
+        collates(cfg)
+
+
+@pytest.mark.slow
+def test_hookbus_validate_refuses_it_in_one_line_with_exit_status_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    recipe = RECIPES / "ijepa_digits_vit_tiny.yaml"
+    assert main(["validate", str(recipe), "data.image_size=8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "loss.ijepa.min_context_patches=10" in err and "4x4 grid" in err
+
+
+def test_a_grid_under_2x2_is_refused_as_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="at least 2x2.*1x1"):
+        check_drawable((1, 1), PAPER)

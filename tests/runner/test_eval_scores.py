@@ -20,10 +20,11 @@ from hookbus.eval_probe import (
     low_shot_indices,
     probe_predictions,
     standardise,
+    train_probe_draws,
     train_probes,
 )
 from hookbus.eval_retrieval import retrieval
-from hookbus.hooks.evaluation import knn_accuracy
+from hookbus.parts.meters.frozen_eval import knn_accuracy
 
 
 def clusters(count: int, classes: int, dims: int, seed: int, noise: float = 0.9):
@@ -112,6 +113,25 @@ def test_low_shot_draws_are_reproducible_by_seed_and_stratified() -> None:
     assert result.mean == pytest.approx(np.mean(result.top1))
     assert result.std == pytest.approx(np.std(result.top1))
     assert result.spread == max(result.top1) - min(result.top1)
+
+
+@pytest.mark.parametrize("batch_size", [256, 16])
+def test_draws_trained_side_by_side_equal_each_draw_trained_alone(batch_size: int) -> None:
+    settings = ProbeSettings(epochs=25, batch_size=batch_size)
+    chosen = [torch.from_numpy(low_shot_indices(TRAIN[1], 0.1, seed=0, draw=d)) for d in range(3)]
+    xs = torch.stack([standardise(TRAIN[0][indices])[0] for indices in chosen])
+    ys = torch.stack([TRAIN[1][indices] for indices in chosen])
+    weights, bias = train_probe_draws(xs, ys, 5, (0.1, 1e-3), settings, seeds=[4, 5, 6])
+    assert weights.shape == (3, 12, 5) and bias.shape == (3, 5)
+    for draw in range(3):
+        alone_w, alone_b = train_probes(xs[draw], ys[draw], 5, [(0.1, 1e-3)], settings, 4 + draw)
+        torch.testing.assert_close(weights[draw], alone_w[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(bias[draw], alone_b[0], atol=1e-5, rtol=1e-5)
+        test_x = standardise(TRAIN[0][chosen[draw]], TEST[0])[1]
+        assert torch.equal(
+            probe_predictions(weights[draw : draw + 1], bias[draw : draw + 1], test_x),
+            probe_predictions(alone_w, alone_b, test_x),
+        )
 
 
 def test_retrieval_equals_scikit_learn_average_precision_and_neighbours() -> None:
