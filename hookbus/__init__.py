@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from hookbus.engine.bus.bus_engine import prepare_engine
     from hookbus.engine.bus.events import SSLEvents
     from hookbus.engine.bus.hook import Hook
+    from hookbus.engine.bus.hook_registry import HOOKS, register_hook
     from hookbus.engine.bus.priorities import Priority
     from hookbus.engine.bus.run_engine import RunEngine
     from hookbus.engine.bus.state import RunState
@@ -37,8 +38,7 @@ if TYPE_CHECKING:
     from hookbus.engine.config.config_io import load_config
     from hookbus.engine.errors import CheckpointError, ConfigError, DataError, UserError
     from hookbus.eval import EvalSettings, Evaluation, evaluate
-    from hookbus.hooks.defaults import default_hooks, method_hook
-    from hookbus.hooks.registry import HOOKS, register_hook
+    from hookbus.hook_set import default_hooks, method_hook
     from hookbus.parts.data import DATASETS
     from hookbus.parts.losses import LOSSES
     from hookbus.parts.meters import METERS
@@ -60,7 +60,7 @@ _PUBLIC: dict[str, str] = {
     "EvalSettings": "hookbus.eval",
     "Evaluation": "hookbus.eval",
     "FakeEngine": "hookbus.engine.bus.testing",
-    "HOOKS": "hookbus.hooks.registry",
+    "HOOKS": "hookbus.engine.bus.hook_registry",
     "Hook": "hookbus.engine.bus.hook",
     "LOSSES": "hookbus.parts.losses",
     "METERS": "hookbus.parts.meters",
@@ -72,13 +72,13 @@ _PUBLIC: dict[str, str] = {
     "TrainedRun": "hookbus.train_call",
     "TRAIN_STEPS": "hookbus.steps.registry",
     "UserError": "hookbus.engine.errors",
-    "default_hooks": "hookbus.hooks.defaults",
+    "default_hooks": "hookbus.hook_set",
     "embed_images": "hookbus.embed",
     "evaluate": "hookbus.eval",
     "load_config": "hookbus.engine.config.config_io",
-    "method_hook": "hookbus.hooks.defaults",
+    "method_hook": "hookbus.hook_set",
     "prepare_engine": "hookbus.engine.bus.bus_engine",
-    "register_hook": "hookbus.hooks.registry",
+    "register_hook": "hookbus.engine.bus.hook_registry",
     "register_train_step": "hookbus.steps.registry",
     "save_embeddings": "hookbus.embed",
     "train": "hookbus.train_call",

@@ -17,11 +17,7 @@ from hookbus.embed_output import check_output, output_format
 from hookbus.engine.bus.handler_order import handler_priorities
 from hookbus.engine.bus.priorities import priority_label
 from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
-from hookbus.engine.errors import CheckpointError, CollectiveFailure
-from hookbus.engine.process import distributed
-from hookbus.engine.process.distributed import collective_failure
-from hookbus.export import export_backbone
-from hookbus.hooks.plot import (
+from hookbus.engine.checkpoint.run_curves import (
     CURVES_FILE,
     METRICS_FILE,
     PLOT_FILE,
@@ -29,6 +25,10 @@ from hookbus.hooks.plot import (
     read_curves,
     save_png,
 )
+from hookbus.engine.errors import CheckpointError, CollectiveFailure
+from hookbus.engine.process import distributed
+from hookbus.engine.process.distributed import collective_failure
+from hookbus.export import export_backbone
 from hookbus.output_paths import check_destination
 from hookbus.parts.task import prepare_task
 from hookbus.reference.json_schema import config_json_schema

@@ -49,8 +49,8 @@ from hookbus.eval_features import (
 from hookbus.eval_probe import ProbeSettings, linear_probe, low_shot
 from hookbus.eval_retrieval import retrieval
 from hookbus.eval_table import RESULTS_FILE, results_table
-from hookbus.hooks.evaluation import knn_accuracy
 from hookbus.output_paths import check_destination, write_output
+from hookbus.parts.meters.frozen_eval import knn_accuracy
 from hookbus.parts.models import build_model
 
 logger = logging.getLogger("hookbus")

@@ -24,10 +24,10 @@ from hookbus.engine.checkpoint.checkpoint_io import (
     is_checkpoint_name,
     write_output_file,
 )
+from hookbus.engine.checkpoint.run_curves import CURVES_FILE, METRICS_FILE, PLOT_FILE
 from hookbus.engine.checkpoint.run_files import PENDING_NAME, POINTER_NAME, is_temporary_name
 from hookbus.engine.checkpoint.run_lock import LOCK_NAME
 from hookbus.engine.errors import UserError
-from hookbus.hooks.plot import CURVES_FILE, METRICS_FILE, PLOT_FILE
 
 RUN_FILES = frozenset(
     {

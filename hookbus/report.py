@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from hookbus.engine.bounded_files import loads_json_bounded, read_bounded, read_text_bounded
+from hookbus.engine.checkpoint.run_curves import (
+    CURVES_FILE,
+    METRICS_FILE,
+    build_figure,
+    read_curves,
+)
 from hookbus.engine.config import Config
 from hookbus.engine.config.config_io import config_to_yaml, load_config
 from hookbus.engine.errors import DataError, UserError
 from hookbus.eval_table import RESULTS_FILE, results_notes, score_columns, score_headers
-from hookbus.hooks.plot import CURVES_FILE, METRICS_FILE, build_figure, read_curves
 from hookbus.output_paths import check_destination, is_run_directory, write_output
 
 REPORT_FILE = "report.html"

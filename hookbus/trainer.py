@@ -45,8 +45,8 @@ from hookbus.engine.process.distributed import check_device
 from hookbus.engine.process.machine import ProcessSettings, configure_process, restore_settings
 from hookbus.engine.process.preemption import CTRL_C, PreemptionGuard, Stops, agreed_stops
 from hookbus.engine.registry import UnknownNameError
+from hookbus.hook_set import default_hooks
 from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.defaults import default_hooks
 from hookbus.hooks.metrics_json import MetricsJsonHook
 from hookbus.parts.data import build_data_loaders, finish_views, set_loader_epoch
 from hookbus.parts.python_parts import OptimizerFactory, PythonParts, initial_copy

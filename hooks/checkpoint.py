@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.checkpoint.checkpoint_io import (
@@ -22,7 +23,6 @@ from hookbus.engine.checkpoint.sharded_checkpoint import save_sharded
 from hookbus.engine.checkpoint.training_state import collect_training_state
 from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointWriteError
-from hookbus.hooks.registry import register_hook
 
 logger = logging.getLogger("hookbus")
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 import torch
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.run_stats import is_cuda
 from hookbus.engine.config import CudaCacheConfig
-from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import is_cuda
 
 if TYPE_CHECKING:
     from typing_extensions import Self

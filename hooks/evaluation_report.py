@@ -10,14 +10,14 @@ import torch
 from torch import Tensor
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
 from hookbus.engine.checkpoint.checkpoint_io import write_text_atomic
 from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
-from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
-from hookbus.hooks.registry import register_hook
+from hookbus.parts.meters.frozen_eval import knn_accuracy, linear_probe_accuracy
 from hookbus.parts.meters.knn import Encode, KnnVote, extract_features, gather_labelled
 from hookbus.parts.models import build_model
 from hookbus.parts.sharding import is_sharded

@@ -10,10 +10,10 @@ from typing import Any
 from hookbus.engine.bus.hook import Hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.run_stats import phase_scalars
 from hookbus.engine.bus.state import RunState
+from hookbus.engine.checkpoint.run_curves import PLOT_FILE
 from hookbus.engine.errors import ConfigError
-from hookbus.hooks.plot import PLOT_FILE
-from hookbus.hooks.run_stats import phase_scalars
 
 RESULT_FILES = (PLOT_FILE, "evaluation.json")
 """Files of the run directory a tracker keeps with its run at the end, when present."""

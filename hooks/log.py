@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any, TextIO
 import torch
 
 from hookbus.engine.bus.hook import Hook, rank_zero_only
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.phases import epoch_label, phase_label
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
-from hookbus.engine.checkpoint.run_files import open_append
-from hookbus.engine.config import Config
-from hookbus.engine.errors import RESUME_HINT, LineHandler, writing
-from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import (
+from hookbus.engine.bus.run_stats import (
     format_eta,
     is_cuda,
     recent_batch_time,
 )
+from hookbus.engine.checkpoint.run_files import open_append
+from hookbus.engine.config import Config
+from hookbus.engine.errors import RESUME_HINT, LineHandler, writing
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from hookbus.engine.bus.hook import rank_zero_only
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
 from hookbus.engine.config import Config
 from hookbus.engine.config.config_changes import flatten
 from hookbus.engine.errors import UserError
 from hookbus.hooks.experiment_tracker import ExperimentTracker
-from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient

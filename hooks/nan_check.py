@@ -11,13 +11,13 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.phases import phase_label
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
 from hookbus.engine.config import Config
 from hookbus.engine.process.distributed import all_reduce_max
-from hookbus.hooks.registry import register_hook
 from hookbus.parts.sharding import local
 
 if TYPE_CHECKING:

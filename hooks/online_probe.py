@@ -10,11 +10,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.config import OnlineProbeConfig
 from hookbus.engine.process import distributed
-from hookbus.hooks.registry import register_hook
 
 
 @register_hook("online_probe")

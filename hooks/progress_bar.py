@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, TextIO
 from tqdm import tqdm
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.phases import epoch_label
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.config import Config
-from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
     from typing_extensions import Self

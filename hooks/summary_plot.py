@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hookbus.engine.bus.hook import Hook, rank_zero_only
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
-from hookbus.engine.config import Config
-from hookbus.engine.errors import RESUME_HINT, writing
-from hookbus.hooks.plot import (
+from hookbus.engine.checkpoint.run_curves import (
     CURVES_FILE,
     METRICS_FILE,
     RunCurves,
@@ -18,7 +17,8 @@ from hookbus.hooks.plot import (
     write_curves,
     write_plot,
 )
-from hookbus.hooks.registry import register_hook
+from hookbus.engine.config import Config
+from hookbus.engine.errors import RESUME_HINT, writing
 
 if TYPE_CHECKING:
     from typing_extensions import Self

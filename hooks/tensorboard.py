@@ -13,13 +13,13 @@ from tensorboardX.proto.summary_pb2 import Summary
 from tensorboardX.summary import scalar
 
 from hookbus.engine.bus.hook import Hook, rank_zero_only
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
+from hookbus.engine.bus.run_stats import phase_scalars, recent_batch_time
 from hookbus.engine.checkpoint.run_files import inside_run_dir
 from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
-from hookbus.hooks.registry import register_hook
-from hookbus.hooks.run_stats import phase_scalars, recent_batch_time
 
 if TYPE_CHECKING:
     from typing_extensions import Self

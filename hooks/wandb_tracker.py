@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from hookbus.engine.bus.hook import rank_zero_only
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
 from hookbus.engine.config import Config
 from hookbus.engine.errors import UserError
 from hookbus.hooks.experiment_tracker import ExperimentTracker
-from hookbus.hooks.registry import register_hook
 
 if TYPE_CHECKING:
     from typing_extensions import Self

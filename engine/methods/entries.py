@@ -50,9 +50,10 @@ class Views:
 
 @dataclass(frozen=True)
 class MethodHook:
-    """One hook of a method: the registered hook ``name`` (``hookbus.hooks.registry``),
-    built as ``hook_class(**params(cfg))``, only when ``when(cfg)`` (None: always).
-    ``role`` says what it is for the method, in the methods table (``key encoder``)."""
+    """One hook of a method: the registered hook ``name``
+    (``hookbus.engine.bus.hook_registry``), built as ``hook_class(**params(cfg))``, only
+    when ``when(cfg)`` (None: always). ``role`` says what it is for the method, in the
+    methods table (``key encoder``)."""
 
     name: str
     params: Callable[[Config], dict[str, Any]] = field(default=lambda cfg: {})

@@ -7,10 +7,10 @@ from typing import Any, cast
 import torch
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.process import distributed
-from hookbus.hooks.registry import register_hook
 
 
 @register_hook("dino_centering")

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
-from hookbus.hooks.registry import register_hook
 from hookbus.parts.sharding import is_sharded, load_weights, local, sharded_copy
 
 GramResize = Literal["bicubic", "bilinear"]

@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
-from hookbus.hooks.methods.shuffle_bn import shuffled_forward
-from hookbus.hooks.registry import register_hook
+from hookbus.parts.models.shuffle_bn import shuffled_forward
 from hookbus.parts.sharding import is_sharded, load_weights, local, sharded_copy
 
 TEACHER_OUTPUTS = ("embeddings", "scores", "patch_scores")
@@ -68,7 +68,7 @@ class MomentumTeacherHook(Hook):
                         prototypes) and ``teacher_patch_scores`` (iBOT, DINOv2) into
                         ``state.last_output``; with ``shuffle_bn``
                         in a distributed train phase, on a shuffled share of the global
-                        batch (:func:`hookbus.hooks.methods.shuffle_bn.shuffled_forward`, seeded by
+                        batch (:func:`hookbus.parts.models.shuffle_bn.shuffled_forward`, seeded by
                         ``shuffle_seed`` and ``state.iteration - 1``)
     ``on_update``       ``teacher = m * teacher + (1 - m) * model`` for every parameter,
                         ``m`` = :func:`cosine_momentum` or :func:`linear_momentum`

@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
-from hookbus.hooks.registry import register_hook
 
 
 @register_hook("prototype_normalization")

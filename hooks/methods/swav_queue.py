@@ -9,12 +9,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
 from hookbus.engine.process import distributed
-from hookbus.hooks.methods.ring_buffer import RingBuffer
-from hookbus.hooks.registry import register_hook
+from hookbus.parts.losses.ring_buffer import RingBuffer
 
 
 @register_hook("swav_queue")

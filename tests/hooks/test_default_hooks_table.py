@@ -7,8 +7,8 @@ import pytest
 
 from hookbus.engine.config import Config, CudaCacheConfig, OnlineProbeConfig
 from hookbus.engine.config.config_io import validate_config
+from hookbus.hook_set import OPTIONAL_HOOKS, default_hooks, method_hook
 from hookbus.hooks.cuda_cache import CudaCacheHook
-from hookbus.hooks.defaults import OPTIONAL_HOOKS, default_hooks, method_hook
 from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
 from hookbus.hooks.methods.key_queue import KeyQueueHook

@@ -7,7 +7,7 @@ import torch
 
 from hookbus import FakeEngine
 from hookbus.engine.config.config_io import validate_config
-from hookbus.hooks.defaults import method_hook
+from hookbus.hook_set import method_hook
 from hookbus.hooks.methods.momentum_teacher import (
     MomentumTeacherHook,
     cosine_momentum,

@@ -10,7 +10,7 @@ import torch
 
 from hookbus import FakeEngine
 from hookbus.engine.config.config_io import validate_config
-from hookbus.hooks.defaults import method_hooks
+from hookbus.hook_set import method_hooks
 from hookbus.hooks.methods.nnclr_support import NnclrSupportHook
 
 

@@ -7,7 +7,7 @@ import torch
 
 from hookbus import FakeEngine
 from hookbus.engine.config.config_io import validate_config
-from hookbus.hooks.defaults import method_hook
+from hookbus.hook_set import method_hook
 from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
 from hookbus.hooks.methods.prototype_normalization import PrototypeNormalizationHook
 from tests.method_parts import small_model

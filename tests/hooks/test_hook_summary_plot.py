@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from hookbus import HOOKS, FakeEngine, Priority, SSLEvents
-from hookbus.hooks.plot import CURVES_FILE, PLOT_FILE
+from hookbus.engine.checkpoint.run_curves import CURVES_FILE, PLOT_FILE
 from hookbus.hooks.summary_plot import SummaryPlotHook
 
 

@@ -12,9 +12,9 @@ from torch import Tensor, nn
 
 from hookbus import FakeEngine, SSLEvents, load_config
 from hookbus.engine.config import Config
-from hookbus.hooks.defaults import method_hook
+from hookbus.hook_set import method_hook
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
-from hookbus.hooks.methods.shuffle_bn import batch_permutation, shuffled_forward
+from hookbus.parts.models.shuffle_bn import batch_permutation, shuffled_forward
 from tests.loss_reference import on_two_ranks, two_rank_results
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer
+from hookbus.hook_set import method_hooks
 from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.defaults import method_hooks
 from tests.conftest import tiny_config
 
 MULTI_CROP = {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}}

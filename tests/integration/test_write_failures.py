@@ -27,11 +27,11 @@ from hookbus import FakeEngine, SSLEvents
 from hookbus.cli import EXIT_CLOSED_PIPE, main
 from hookbus.console import guarded_stdout
 from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
+from hookbus.engine.checkpoint.run_curves import CURVES_FILE
 from hookbus.engine.checkpoint.run_lock import LOCK_NAME, RunLock
 from hookbus.engine.errors import LineHandler, WriteFailure, writing
 from hookbus.hooks.log import LOG_FILE, LogHook
 from hookbus.hooks.metrics_json import METRICS_FILE, MetricsJsonHook
-from hookbus.hooks.plot import CURVES_FILE
 from hookbus.hooks.summary_plot import SummaryPlotHook
 from hookbus.hooks.tensorboard import TENSORBOARD_DIR, TensorBoardHook
 from hookbus.testing import tiny_config

@@ -24,8 +24,8 @@ import torch
 from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer
+from hookbus.hook_set import method_hooks
 from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.defaults import method_hooks
 from tests.conftest import tiny_config
 
 OLD_RUN = Path(__file__).resolve().parents[1] / "data" / "checkpoint_0.1_before_namespace"

@@ -23,10 +23,10 @@ from hookbus.engine.checkpoint.checkpoint_io import (
     newest_valid_checkpoint,
     save_atomic,
 )
+from hookbus.engine.checkpoint.run_curves import read_curves
 from hookbus.engine.errors import CheckpointWriteError
 from hookbus.export import export_backbone
 from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.plot import read_curves
 from hookbus.parts.models.pretrained import read_backbone_weights
 from tests.conftest import tiny_config
 

@@ -17,8 +17,8 @@ from hookbus.cli import main
 from hookbus.engine.config import BackboneConfig
 from hookbus.engine.errors import CheckpointError, ConfigError
 from hookbus.export import export_backbone
+from hookbus.hook_set import method_hooks
 from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.defaults import method_hooks
 from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.distillation import FrozenTeacher, spatial_features, teacher_images
 from tests.conftest import tiny_config

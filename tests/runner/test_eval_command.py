@@ -15,7 +15,7 @@ from hookbus.engine.checkpoint.checkpoint_io import load_checkpoint
 from hookbus.engine.config.config_io import validate_config
 from hookbus.eval_cache import CACHE_DIR
 from hookbus.export import export_backbone
-from hookbus.hooks.evaluation import knn_accuracy
+from hookbus.parts.meters.frozen_eval import knn_accuracy
 from hookbus.parts.models import build_model
 from hookbus.testing import tiny_images
 from tests.eval_runs import TINY, write_run

@@ -24,7 +24,7 @@ from hookbus.eval_probe import (
     train_probes,
 )
 from hookbus.eval_retrieval import retrieval
-from hookbus.hooks.evaluation import knn_accuracy
+from hookbus.parts.meters.frozen_eval import knn_accuracy
 
 
 def clusters(count: int, classes: int, dims: int, seed: int, noise: float = 0.9):

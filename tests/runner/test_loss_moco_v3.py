@@ -19,7 +19,7 @@ import torch
 
 from hookbus import SSLTrainer, load_config
 from hookbus.engine.config.config_io import validate_config
-from hookbus.hooks.defaults import method_hooks
+from hookbus.hook_set import method_hooks
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.parts.losses import MocoV3Loss, build_loss
 from hookbus.parts.models import build_model

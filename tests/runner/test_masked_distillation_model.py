@@ -15,8 +15,8 @@ from hookbus.cli import main
 from hookbus.engine.config import BackboneConfig
 from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
+from hookbus.hook_set import method_hooks
 from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.defaults import method_hooks
 from hookbus.hooks.methods.dino_centering import DinoCenteringHook
 from hookbus.hooks.methods.freeze_prototypes import FreezePrototypesHook
 from hookbus.parts.models import BACKBONES, build_model

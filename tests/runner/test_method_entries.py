@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hookbus import default_hooks
+from hookbus.engine.bus.hook_registry import HOOKS
 from hookbus.engine.config import Config
 from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
@@ -26,8 +27,7 @@ from hookbus.engine.methods.entries import (
     readers,
     section_readers,
 )
-from hookbus.hooks.defaults import method_hooks
-from hookbus.hooks.registry import HOOKS
+from hookbus.hook_set import method_hooks
 from hookbus.parts.losses.build import LOSSES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,13 @@ from matplotlib.figure import Figure
 import hookbus.commands as commands
 from hookbus.cli import main
 from hookbus.engine.bounded_files import MAX_JSON_DEPTH
-from hookbus.hooks.plot import CURVES_FILE, MAX_FILE_BYTES, PLOT_FILE, RunCurves, read_curves
+from hookbus.engine.checkpoint.run_curves import (
+    CURVES_FILE,
+    MAX_FILE_BYTES,
+    PLOT_FILE,
+    RunCurves,
+    read_curves,
+)
 from tests.disk_mounts import fill, remount_read_only, small_tmpfs
 from tests.runner.test_export_safety import within
 

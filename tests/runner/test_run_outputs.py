@@ -14,7 +14,13 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from hookbus.cli import main
-from hookbus.hooks.plot import CURVES_FILE, PLOT_FILE, build_figure, read_curves, read_metrics_rows
+from hookbus.engine.checkpoint.run_curves import (
+    CURVES_FILE,
+    PLOT_FILE,
+    build_figure,
+    read_curves,
+    read_metrics_rows,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "configs" / "simclr_digits.yaml"

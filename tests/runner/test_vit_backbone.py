@@ -15,8 +15,8 @@ from hookbus import Hook, SSLTrainer, default_hooks, load_config
 from hookbus.cli import main
 from hookbus.engine.config import BackboneConfig
 from hookbus.engine.config.config_io import validate_config
+from hookbus.hook_set import method_hooks
 from hookbus.hooks.checkpoint import CheckpointHook
-from hookbus.hooks.defaults import method_hooks
 from hookbus.parts.models import BACKBONES, build_model
 from hookbus.parts.models.presets import VIT_PRESETS
 from hookbus.parts.models.pretrained import load_backbone_weights

@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 
 from hookbus import FakeEngine
-from hookbus.hooks.run_stats import (
+from hookbus.engine.bus.run_stats import (
     format_seconds,
     is_cuda,
     recent_batch_time,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hookbus import UserError
-from hookbus.hooks.plot import (
+from hookbus.engine.checkpoint.run_curves import (
     CURVES_FILE,
     PLOT_FILE,
     RunCurves,

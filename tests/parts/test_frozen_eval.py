@@ -7,9 +7,9 @@ import torch
 from torch import nn
 
 from hookbus import Config
-from hookbus.hooks.evaluation import knn_accuracy, linear_probe_accuracy
 from hookbus.hooks.evaluation_report import EvaluationReportHook
 from hookbus.parts.meters import KnnMeter
+from hookbus.parts.meters.frozen_eval import knn_accuracy, linear_probe_accuracy
 from hookbus.parts.meters.knn import extract_features
 
 MEMORY = torch.tensor([[1.0, 0.1], [1.0, 0.2], [1.0, -0.1], [0.1, 1.0], [0.2, 1.0], [-0.1, 1.0]])

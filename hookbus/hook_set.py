@@ -1,4 +1,6 @@
-"""The default hook set a config asks for."""
+"""The default hook set a config asks for: the standard hooks its ``hooks`` section turns
+on, the hooks of its method's entry, and those ``hooks.extra`` names. It imports every
+hook module (``hookbus.hooks``), so it stands on the runner's floor, above them."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import HOOKS
 from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.methods.entries import config_value, method_of
@@ -24,7 +27,6 @@ from hookbus.hooks.mlflow_tracker import MlflowHook
 from hookbus.hooks.nan_check import NanCheckHook
 from hookbus.hooks.online_probe import OnlineProbeHook
 from hookbus.hooks.progress_bar import ProgressBarHook
-from hookbus.hooks.registry import HOOKS
 from hookbus.hooks.summary_plot import SummaryPlotHook
 from hookbus.hooks.tensorboard import TensorBoardHook
 from hookbus.hooks.timing import TimingHook
