@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from hookbus.engine.bus.hook import Hook
+from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
-from hookbus.hooks.registry import register_hook
 
 
 @register_hook("adaptation_phase")

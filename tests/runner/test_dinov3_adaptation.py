@@ -13,7 +13,7 @@ from ignite.engine import Engine
 
 from hookbus import Hook, SSLTrainer
 from hookbus.engine.errors import ConfigError
-from hookbus.hooks.defaults import method_hooks
+from hookbus.hook_set import method_hooks
 from hookbus.hooks.methods.gram_teacher import GramTeacherHook
 from hookbus.parts.data import build_data_loaders
 from tests.conftest import tiny_config
