@@ -31,96 +31,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from functools import cache
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import machine, markdown_table, median  # noqa: E402
+from benchmarks.photo_crops import write_folder  # noqa: E402
 from tests.eval_runs import write_run  # noqa: E402
-
-SKIMAGE_PHOTOS = (
-    "astronaut",
-    "chelsea",
-    "coffee",
-    "rocket",
-    "motorcycle_left",
-    "hubble_deep_field",
-)
-"""scikit-image's colour photographs (``skimage.data``), read from the files in the
-installed package (nothing is downloaded)."""
-
-SKLEARN_PHOTOS = ("china", "flower")
-"""scikit-learn's two sample photographs (``load_sample_images``)."""
-
-PER_CLASS = {"train": 100, "test": 25}
-"""Crops of each photograph in each split: 8 x 125 = 1,000 images."""
 
 PARTS = ("knn", "linear", "low_shot", "retrieval", "cache_write", "load")
 """The parts of ``eval.json``'s ``seconds`` besides ``extract`` and ``total``."""
-
-
-@cache
-def photographs() -> dict[str, Image.Image]:
-    """The eight photographs by name, RGB."""
-    skimage = find_spec("skimage")
-    if skimage is None or not skimage.submodule_search_locations:
-        raise SystemExit("bench_eval needs scikit-image's photographs: pip install scikit-image")
-    from sklearn.datasets import load_sample_images
-
-    sample = load_sample_images()
-    found = {
-        Path(name).stem: Image.fromarray(image)
-        for name, image in zip(sample.filenames, sample.images, strict=True)
-    }
-    files = Path(next(iter(skimage.submodule_search_locations))) / "data"
-    for name in SKIMAGE_PHOTOS:
-        (path,) = [
-            files / f"{name}{suffix}"
-            for suffix in (".png", ".jpg")
-            if (files / f"{name}{suffix}").is_file()
-        ]
-        found[name] = Image.open(path).convert("RGB")
-    return {name: found[name] for name in SKLEARN_PHOTOS + SKIMAGE_PHOTOS}
-
-
-def crop(photo: Image.Image, size: int, rng: np.random.Generator) -> Image.Image:
-    """A random crop of ``photo`` (15-60% of its area, aspect 3/4-4/3, flipped half of
-    the time), resized to a shorter side of ``size``."""
-    width, height = photo.size
-    area = width * height * rng.uniform(0.15, 0.6)
-    aspect = float(np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3))))
-    crop_w = min(width, round((area * aspect) ** 0.5))
-    crop_h = min(height, round((area / aspect) ** 0.5))
-    left = int(rng.integers(0, width - crop_w + 1))
-    top = int(rng.integers(0, height - crop_h + 1))
-    piece = photo.crop((left, top, left + crop_w, top + crop_h))
-    if rng.random() < 0.5:
-        piece = piece.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-    short = min(crop_w, crop_h)
-    return piece.resize(
-        (round(crop_w * size / short), round(crop_h * size / short)), Image.Resampling.BILINEAR
-    )
-
-
-def write_folder(root: Path, size: int) -> Path:
-    """The labelled folder of 1,000 crops under ``root`` (``train/`` and ``test/``, one
-    folder per photograph), the same files for the same ``size``."""
-    for split_index, (split, count) in enumerate(PER_CLASS.items()):
-        for class_index, (name, photo) in enumerate(photographs().items()):
-            rng = np.random.default_rng([split_index, class_index])
-            folder = root / split / name
-            folder.mkdir(parents=True, exist_ok=True)
-            for index in range(count):
-                crop(photo, size, rng).save(folder / f"{index:03d}.jpg", quality=90)
-    return root
 
 
 def settings(folder: Path, backbone: str, image_size: int, workers: int) -> dict[str, Any]:

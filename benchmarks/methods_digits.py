@@ -36,12 +36,19 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
-
-import torch
-from torch import nn
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.eval_commands import (  # noqa: E402
+    evaluate_initial,
+    evaluate_run,
+    knn_top1,
+    probe_top1,
+)
+
 METHODS = (
     "simclr",
     "moco",
@@ -73,9 +80,6 @@ RECIPES = {
 """The recipe of each method whose digits recipe is not ``<method>_digits``."""
 OVERRIDES = {"dinov3_no_gram": ["loss.dinov3.gram_weight=0"]}
 """Settings a row changes in its recipe: DINOv3 without Gram anchoring."""
-
-EVAL = ["--k", "20", "--no-low-shot", "--no-retrieval", "--last-blocks", "0"]
-"""The parts of ``hookbus eval`` the table reads: kNN at k=20 and the linear probe."""
 
 CORES = 2
 """The cores the recipes' time budget (5 minutes a run) is for."""
@@ -109,21 +113,6 @@ def timed(command: list[str]) -> tuple[float, float]:
     return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def save_initial(run_dir: Path, path: Path) -> None:
-    """Save the backbone the run at ``run_dir`` started from (its config's model built
-    after ``torch.manual_seed(trainer.seed)``, as the run and its evaluation report build
-    it) to ``path``, as ``hookbus export`` writes a backbone."""
-    from hookbus.engine.config.config_io import load_config
-    from hookbus.parts.models import build_model
-
-    cfg = load_config(run_dir / "config.yaml")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.trainer.seed)
-        model = build_model(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(cast(nn.Module, model.backbone).state_dict(), path)
-
-
 def run(method: str, seed: int, out: Path) -> Run:
     """Train ``method``'s recipe with ``seed`` from scratch (unless both evaluations are
     there already) and evaluate the trained and the random-init encoder."""
@@ -148,39 +137,19 @@ def run(method: str, seed: int, out: Path) -> Run:
                 "-q",
             ]
         )
-        evaluating += timed([HOOKBUS, "eval", str(run_dir), *EVAL])[0]
-        save_initial(run_dir, initial_dir / "backbone.pt")
-        evaluating += timed(
-            [
-                HOOKBUS,
-                "eval",
-                str(initial_dir / "backbone.pt"),
-                "--recipe",
-                str(run_dir / "config.yaml"),
-                "--out",
-                str(initial_dir),
-                *EVAL,
-            ]
-        )[0]
+        started = time.perf_counter()
+        evaluate_run(run_dir)
+        evaluate_initial(run_dir, initial_dir)
+        evaluating = time.perf_counter() - started
     trained, initial = (json.loads(path.read_text()) for path in results)
     return Run(trained, initial, seconds, cpu, evaluating / 2)
 
 
-def knn(results: dict[str, Any]) -> float:
-    """kNN top-1 at k=20 of ``hookbus eval``'s results."""
-    return float(results["knn"]["backbone"]["20"])
-
-
-def probe(results: dict[str, Any]) -> float:
-    """The linear probe's top-1 of ``hookbus eval``'s results."""
-    return float(results["linear"]["backbone"]["top1"])
-
-
 def row(method: str, runs: list[Run]) -> str:
     """The Markdown table row of ``method``'s runs."""
-    trained = [knn(one.trained) for one in runs]
+    trained = [knn_top1(one.trained) for one in runs]
     mean = statistics.mean(trained)
-    initial = statistics.mean(knn(one.initial) for one in runs)
+    initial = statistics.mean(knn_top1(one.initial) for one in runs)
     per_seed = ", ".join(f"{value:.3f}" for value in trained)
     timed_runs = [one for one in runs if one.seconds]
 
@@ -189,8 +158,8 @@ def row(method: str, runs: list[Run]) -> str:
 
     return (
         f"| {method} | {mean:.4f} ± {max(trained) - min(trained):.4f} | {per_seed} "
-        f"| {statistics.mean(probe(one.trained) for one in runs):.4f} | {initial:.4f} "
-        f"| {statistics.mean(probe(one.initial) for one in runs):.4f} "
+        f"| {statistics.mean(probe_top1(one.trained) for one in runs):.4f} | {initial:.4f} "
+        f"| {statistics.mean(probe_top1(one.initial) for one in runs):.4f} "
         f"| {100 * (mean - initial):+.1f} "
         f"| {average([one.seconds for one in timed_runs])} "
         f"| {average([one.cpu / CORES for one in timed_runs])} "

@@ -211,7 +211,7 @@ def run_checkpoint(source: Path) -> Path:
     embed`` and ``hookbus eval`` read a run directory); CheckpointError when it has none."""
     if not source.is_dir():
         return source
-    found = newest_valid_checkpoint(source)
+    found = newest_valid_checkpoint(source, hint="")
     if found is None:
         raise CheckpointError(
             f"no checkpoint in {source} (a run directory holds phase*.torch; give a run "

@@ -55,7 +55,7 @@ def load_encoder(
     """
     path = Path(source)
     if path.is_dir():
-        found = newest_valid_checkpoint(path)
+        found = newest_valid_checkpoint(path, hint="")
         if found is None:
             raise CheckpointError(f"no checkpoint in {path} (a run directory holds phase*.torch)")
         saved = found[1]

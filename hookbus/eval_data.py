@@ -4,9 +4,11 @@ as the run's clean evaluation view."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,13 +96,13 @@ def labelled_data(cfg: Config, data: str | Path | None) -> LabelledData:
 
 def _with_folder(cfg: Config, folder: Path) -> Config:
     """``cfg`` reading ``folder/train`` and ``folder/test`` as its image folders."""
-    if not folder.is_dir():
+    if not _is_folder(folder, folder):
         problem = "is not a folder" if folder.exists() else "not found"
         raise DataError(
             f"labelled folder {folder} {problem}: give a folder holding train/ and test/, "
             f"one folder per class in each, or {DIGITS}"
         )
-    missing = [name for name in SPLITS if not (folder / name).is_dir()]
+    missing = [name for name in SPLITS if not _is_folder(folder / name, folder)]
     if missing:
         raise DataError(
             f"{folder} has no {' and no '.join(f'{name}/' for name in missing)} folder: a "
@@ -123,6 +125,24 @@ def _with_folder(cfg: Config, folder: Path) -> Config:
         ),
     }
     return cfg.model_copy(update={"data": cfg.data.model_copy(update=update)})
+
+
+def _is_folder(path: Path, labelled: Path) -> bool:
+    """Whether ``path`` is a folder (links followed); one that cannot be looked at (no
+    permission to enter the labelled folder, a link loop) is a :class:`DataError` naming
+    it, not the ``OSError`` of :meth:`pathlib.Path.is_dir`."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DataError(
+                f"labelled folder {labelled}: {path} is a symbolic link loop: it leads nowhere"
+            ) from None
+        raise DataError(
+            f"cannot read labelled folder {labelled}: {path}: {exc.strerror or exc}"
+        ) from None
 
 
 def _check_own_splits(cfg: Config) -> None:

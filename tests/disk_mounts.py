@@ -51,3 +51,24 @@ def fill(folder: Path) -> Path:
     finally:
         os.close(fd)
     return filler
+
+
+def bind_read_only(folder: Path) -> None:
+    """Make ``folder`` read-only from now on: a read-only bind mount of it over itself.
+    Files a process already holds open for writing stay writable (they are on the mount
+    below), as on a file system remounted read-only under a running program whose open
+    files the kernel lets it finish; every new write under ``folder`` is ``EROFS``.
+    Undo with :func:`unbind`. Needs root: skips the test where mounting is not allowed."""
+    for options in (["--bind"], ["-o", "remount,bind,ro"]):
+        mounted = subprocess.run(
+            ["mount", *options, str(folder), str(folder)], capture_output=True, text=True
+        )
+        if mounted.returncode != 0:
+            if options != ["--bind"]:
+                unbind(folder)
+            pytest.skip(f"cannot bind-mount here ({mounted.stderr.strip() or 'not allowed'})")
+
+
+def unbind(folder: Path) -> None:
+    """Remove the bind mount :func:`bind_read_only` put over ``folder``."""
+    subprocess.run(["umount", str(folder)], capture_output=True, check=False)

@@ -1,18 +1,17 @@
-"""The bus: an ignite engine with the SSL events, cheap dispatch and ordered handlers.
+"""The bus: an ignite engine with the SSL events and handlers ordered by priority.
 
 :class:`BusEngine` is the engine of :class:`hookbus.SSLTrainer` and of
 :class:`hookbus.FakeEngine`. Everything ignite offers on an engine works on it
 (``add_event_handler`` with extra arguments and event filters, removable handles,
 ``has_event_handler``, ``state_dict``, ``terminate``), with these differences:
 
-- handlers run in ``(priority, registration order)`` on every event
-  (:mod:`hookbus.engine.bus.handler_order`); ignite's own handlers get ``Priority.NORMAL``,
-  or the priority of an enclosing ``with engine.at_priority(level):`` block;
+- handlers run in ``(priority, registration order)`` on every event: each is inserted at
+  its place in ignite's own handler list when it is added
+  (:mod:`hookbus.engine.bus.handler_order`), and ignite's ``fire_event`` runs the list;
+  ignite's own handlers get ``Priority.NORMAL``, or the priority of an enclosing
+  ``with engine.at_priority(level):`` block;
 - a filter on an event that has no counter (``on_start(every=2)``, say) is refused when
   the handler is attached, not when the event fires;
-- firing an SSL event, or one of ignite's events that the trainer fires every step, is
-  a loop over a tuple of ready handlers (ignite's ``fire_event`` checks the event
-  against a list and formats a debug message on every call, about 10 us);
 - ``run()``, ``interrupt()`` and ``set_data()`` are refused: the trainer runs the
   phases (``trainer.train()``) on the data it built, and ``terminate()`` ends them;
 - ``state.get_event_attrib_value`` of ``on_phase_start`` and ``on_phase_end`` is the
@@ -29,11 +28,7 @@
 
 Handlers that ignite's tools put into ``engine._event_handlers`` directly
 (``BasicTimeProfiler``, ``HandlersTimeProfiler`` insert, append and replace entries
-themselves) are seen too: every list there is watched
-(:mod:`hookbus.engine.bus.watched_handlers`), and any change marks the dispatch tuples
-stale; the next firing rebuilds them, so the fast path costs nothing more while
-nothing changes. A handler appended to an event's list while
-that event fires runs in the same firing, as in ignite.
+themselves) run where they were put, as on any ignite engine.
 """
 
 from __future__ import annotations
@@ -46,34 +41,22 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ignite.engine import Engine, Events, EventsList, State
+from ignite.engine import Engine, EventsList, State
 from ignite.engine.events import CallableEventWithFilter, RemovableEventHandle
 
-from hookbus.engine.bus.events import EVENT_COUNTERS, IGNITE_EVENTS, SSLEvents
+from hookbus.engine.bus.events import EVENT_COUNTERS, SSLEvents
 from hookbus.engine.bus.handler_order import forget_removed, place_newest
 from hookbus.engine.bus.metric_names import metric_kept_apart, taken_metric_names
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
-from hookbus.engine.bus.watched_handlers import WatchedHandlers
 
 Handler = Callable[[Engine], Any]
-"""A handler as the fast path calls it: with the engine as its only argument."""
-
-FAST_EVENTS: tuple[Any, ...] = (
-    *SSLEvents,
-    *(
-        event
-        for event in IGNITE_EVENTS
-        if event not in (Events.EXCEPTION_RAISED, Events.TERMINATE_SINGLE_EPOCH)
-    ),
-)
-"""The events fired through the fast path: those whose handlers take the engine alone
-(ignite passes ``EXCEPTION_RAISED`` the exception, ``TERMINATE_SINGLE_EPOCH`` a count)."""
+"""A handler as :meth:`BusEngine.handlers` gives it: with the engine as its only argument."""
 
 
 class BusEngine(Engine):
-    """An ignite ``Engine`` with the SSL events registered and a fast path to fire them.
+    """An ignite ``Engine`` with the SSL events registered and handlers in priority order.
 
     Example::
 
@@ -91,17 +74,12 @@ class BusEngine(Engine):
     run-state fields hooks read (``Hook.run_fields``), so attaching checks none."""
 
     def __init__(self, process_function: Callable[[RunEngine, Any], Any]) -> None:
-        self._dispatch: dict[int, tuple[Handler, ...]] = {}
-        self._entries: dict[int, tuple[Any, ...]] = {}
-        self._dispatch_stale = True
         self._loaded_iteration: int | None = None
         self._placing: tuple[int, str | None] = (Priority.NORMAL, None)
         super().__init__(process_function)  # type: ignore[arg-type]  # called with this engine
-        self._event_handlers = WatchedHandlers(self, self._event_handlers)
         self.logger = logging.getLogger(ENGINE_LOGGER)
         self.register_events(*SSLEvents, event_to_attr=dict(EVENT_COUNTERS))
         self.state = RunState()
-        self._rebuild_dispatch()
 
     @contextmanager
     def at_priority(self, priority: int, *, name: str | None = None) -> Iterator[None]:
@@ -138,7 +116,6 @@ class BusEngine(Engine):
         handle = super().add_event_handler(event_name, handler, *args, **kwargs)
         priority, name = self._placing
         place_newest(self, event_name, priority, name)
-        self._rebuild_dispatch()
         return handle
 
     def keep_metrics_apart(self) -> None:
@@ -155,54 +132,17 @@ class BusEngine(Engine):
                 kept = metric_kept_apart(handler, own, taken)
                 if kept is not own:
                     entries[index] = (handler, (*ref, *kept), kwargs)
-        self._rebuild_dispatch()
 
     def remove_event_handler(self, handler: Callable, event_name: Any) -> None:
-        """ignite's ``remove_event_handler``; the dispatch tuples follow."""
+        """ignite's ``remove_event_handler``; the handler's place is forgotten."""
         super().remove_event_handler(handler, event_name)
         forget_removed(self)
-        self._rebuild_dispatch()
 
-    def fire_event(self, event_name: Any) -> None:
-        """Run the handlers of ``event_name``: the fast path for :data:`FAST_EVENTS`,
-        ignite's ``fire_event`` for the others."""
-        handlers = self._dispatch.get(id(event_name))
-        if handlers is None:
-            if self._dispatch_stale:
-                self._rebuild_dispatch()
-                self.fire_event(event_name)
-            else:
-                super().fire_event(event_name)
-            return
-        self.last_event_name = event_name
-        for handler in handlers:
-            handler(self)
-        if self._dispatch_stale:
-            self._run_added_while_firing(event_name, len(handlers))
-
-    def _run_added_while_firing(self, event_name: Any, ran: int) -> None:
-        """Run the handlers appended to ``event_name``'s list while it fired, after the
-        ``ran`` that did (ignite walks the live list, so a handler appended during a
-        firing runs in it: ``BasicTimeProfiler`` relies on that at ``STARTED``)."""
-        before = self._entries.get(id(event_name), ())
-        self._rebuild_dispatch()
-        now = self._entries.get(id(event_name), ())
-        if len(now) > ran and all(old is new for old, new in zip(before[:ran], now, strict=False)):
-            for handler in self._dispatch[id(event_name)][ran:]:
-                handler(self)
-
-    def invalidate_dispatch(self) -> None:
-        """Mark the dispatch tuples stale: the next firing rebuilds them from
-        ``_event_handlers`` (every change to those lists calls it)."""
-        self._dispatch_stale = True
-        self._dispatch = {}
-
-    def handlers(self, event: Any) -> tuple[Handler, ...]:
-        """The handlers of a fast-path event, in the order they run, each a callable of
-        the engine (for a caller that must run them one by one, such as on_exception)."""
-        if self._dispatch_stale:
-            self._rebuild_dispatch()
-        return self._dispatch[id(event)]
+    def handlers(self, event: Any) -> list[Handler]:
+        """The handlers of ``event`` in the order they run, each a callable of the engine
+        called as ignite's ``fire_event`` would (for a caller that must run them one by
+        one, such as on_exception)."""
+        return [_engine_call(*entry) for entry in self._event_handlers.get(event, ())]
 
     def load_state_dict(self, state_dict: Any) -> None:
         """ignite's ``load_state_dict`` (what ``Checkpoint.load_objects`` calls for an
@@ -269,21 +209,6 @@ class BusEngine(Engine):
 
         wrapper._parent = weakref.ref(handler)  # type: ignore[attr-defined]  # ignite's has_event_handler
         return wrapper
-
-    def _rebuild_dispatch(self) -> None:
-        """Resolve each fast-path event's handlers into callables of the engine.
-
-        Keys are the ``id`` of the event objects (hashing an enum member runs Python
-        code); an event object that is not one of them misses and goes to ignite.
-        """
-        self._entries = {
-            id(event): tuple(self._event_handlers.get(event, ())) for event in FAST_EVENTS
-        }
-        self._dispatch = {
-            key: tuple(_engine_call(handler, args, kwargs) for handler, args, kwargs in entries)
-            for key, entries in self._entries.items()
-        }
-        self._dispatch_stale = False
 
 
 ENGINE_LOGGER = "hookbus.ignite"

@@ -205,8 +205,15 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     return stale
 
 
+RESUME_HINT = " (set checkpoint.auto_resume=false or another checkpoint.dir to start afresh)"
+"""How a resume with no valid checkpoint starts afresh; the end of that error's line."""
+
+
 def newest_valid_checkpoint(
-    directory: Path, check: Callable[[Path, dict[str, Any]], object] | None = None
+    directory: Path,
+    check: Callable[[Path, dict[str, Any]], object] | None = None,
+    *,
+    hint: str = RESUME_HINT,
 ) -> tuple[Path, dict[str, Any]] | None:
     """The newest checkpoint in ``directory`` that loads and verifies, with its content.
 
@@ -215,7 +222,8 @@ def newest_valid_checkpoint(
     contents that ``check(path, checkpoint)`` refuses with a CheckpointError: see
     :mod:`hookbus.engine.checkpoint.checkpoint_contents`) is skipped with a warning naming it and
     why. None when no checkpoint file exists; CheckpointError when files exist but none
-    is valid.
+    is valid, its line ending with ``hint`` (how a resume starts afresh; a command that
+    only reads the run, such as ``hookbus export``, gives ``""``).
     """
     pointer = directory / POINTER_NAME
     candidates = list(reversed(list_checkpoints(directory)))
@@ -244,11 +252,7 @@ def newest_valid_checkpoint(
             logger.warning("skipping checkpoint %s: %s", path, exc)
             problems.append(str(exc))
     if problems:
-        raise CheckpointError(
-            f"no valid checkpoint in {directory}: "
-            + "; ".join(problems)
-            + " (set checkpoint.auto_resume=false or another checkpoint.dir to start afresh)"
-        )
+        raise CheckpointError(f"no valid checkpoint in {directory}: " + "; ".join(problems) + hint)
     return None
 
 

@@ -150,9 +150,47 @@ def open_append(run_dir: Path, path: Path) -> TextIO:
 
 def create_temporary(path: Path) -> tuple[Path, int]:
     """A new temporary file beside ``path`` for an atomic replace: its name and an open
-    descriptor. A leftover of that name is removed first; the file is created with
+    descriptor. A leftover of that name is removed first, and so are the temporary files
+    of ``path`` that writers no longer running on this machine left (a writer killed
+    mid-write: its rerun leaves nothing behind); the file is created with
     ``O_EXCL | O_NOFOLLOW``, so a link planted under the name is never written through."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.unlink(missing_ok=True)
+    remove_dead_temporaries(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     return tmp, os.open(tmp, flags, 0o644)
+
+
+def remove_dead_temporaries(path: Path) -> list[Path]:
+    """Remove the temporary files of ``path`` (``.NAME.tmp-PID``) whose writer, process
+    ``PID``, no longer runs on this machine; returns them. A folder that cannot be listed,
+    or a leftover that cannot be removed, is left as it is (the write goes on)."""
+    prefix = f".{path.name}.tmp-"
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        pid = name[len(prefix) :]
+        if name.startswith(prefix) and pid.isdigit() and not _running(int(pid)):
+            leftover = path.parent / name
+            try:
+                leftover.unlink()
+            except OSError:
+                continue
+            removed.append(leftover)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (one of another user's counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

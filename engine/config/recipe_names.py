@@ -12,6 +12,8 @@ closest recipe names. This module reads file names only (no YAML, no torch).
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 from importlib.resources import files
 from pathlib import Path
 
@@ -57,14 +59,42 @@ def resolve_recipe(argument: str) -> str:
     path = Path(argument)
     paths = recipe_paths()
     name = strip_suffix(argument) if path.name == argument else None
-    if path.exists() and not (path.is_dir() and name in paths):
+    if _exists(path) and not (path.is_dir() and name in paths):
         return argument
     if name in paths:
         return str(paths[name])
+    if path.is_symlink():
+        raise ConfigError(f"config file {argument} {_link_problem(path)}")
     raise ConfigError(
         f"config file not found: {argument!r} is neither a file nor a recipe name; "
         + suggest(strip_suffix(path.name), paths)
     )
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` leads to something (links followed); a path hookbus may not look
+    at (a folder on the way without permission) is a :class:`ConfigError` naming it."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return False
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    return True
+
+
+def _link_problem(path: Path) -> str:
+    """What is wrong with the symbolic link ``path`` that leads to no file."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop: it leads nowhere"
+        if not isinstance(exc, FileNotFoundError):
+            return f"cannot be read: {exc.strerror or exc}"
+    return f"is a broken symbolic link (to {os.readlink(path)})"
 
 
 def strip_suffix(name: str) -> str:

@@ -97,6 +97,14 @@ WRITE_SHARDS = "test_shard_onto_a_full_or_read_only_disk_is_one_line_exit_1_and_
 RESUME_CKPT = "test_a_damaged_sharded_checkpoint_is_skipped_for_the_previous_one_on_resume"
 END = "tests/integration/test_end_of_run.py"
 KILLS = "tests/integration/test_kill_resume.py"
+UNREADABLE = (
+    "tests/integration/test_unreadable_inputs.py::"
+    "test_what_may_not_be_read_is_one_line_naming_it_and_nothing_is_written"
+)
+KILLED = (
+    "tests/integration/test_kills_mid_write.py::"
+    "test_a_kill_mid_write_leaves_no_output_and_a_rerun_equals_a_clean_run"
+)
 
 SURFACES: dict[str, dict[str, Row]] = {
     "recipe (train, validate, hooks)": {
@@ -111,16 +119,18 @@ SURFACES: dict[str, dict[str, Row]] = {
         "sparse 8 GB file": f"{BR}::test_a_sparse_4_gib_recipe_is_refused_naming_the_limit",
         "FIFO": f"{BR}::test_a_fifo_recipe_is_refused_without_waiting",
         "/dev/zero link": f"{BR}::test_a_recipe_that_is_dev_zero_is_refused_at_once",
-        "symlink loop or broken link": Gap("a recipe that is a link loop"),
+        "symlink loop or broken link": f"{BR}::test_a_recipe_that_is_a_link_to_nothing_is_named_so"
+        "[a symbolic link loop]",
         "directory for a file, or the reverse": f"{BR}::"
         "test_check_regular_refuses_a_directory_without_opening_it",
-        "unreadable": Gap("a recipe without read permission, as a user root's override spares"),
+        "unreadable": f"{UNREADABLE}[a recipe]",
         "changed or removed during the run": f"{BR}::"
         "test_a_file_that_grows_past_the_limit_while_read_is_refused",
     },
     "checkpoint read on resume": {
         "missing": f"{CKPT}::test_checkpoint_without_its_checksum_is_not_trusted",
-        "empty": Gap("a zero-byte newest checkpoint with its sidecar"),
+        "empty": f"{CKPT}::"
+        "test_a_zero_byte_newest_with_its_checksum_file_is_skipped_for_the_previous_one",
         "truncated": f"{CKPT}::test_truncated_newest_is_skipped",
         "garbled": f"{CKPT}::test_corrupt_newest_is_skipped_for_the_previous_one",
         "wrong type or another tool's": "tests/runner/test_checkpoint_contents.py::"
@@ -215,7 +225,7 @@ SURFACES: dict[str, dict[str, Row]] = {
         "test_a_source_export_meets_as_a_link_loop_is_one_line",
         "directory for a file, or the reverse": f"{TRUST}::"
         "test_export_to_a_directory_is_one_line_exit_2",
-        "unreadable": Gap("a source without read permission"),
+        "unreadable": f"{UNREADABLE}[the checkpoint export reads]",
         "changed or removed during the run": NA(
             "read once, verified against its checksum file before anything is used"
         ),
@@ -223,7 +233,7 @@ SURFACES: dict[str, dict[str, Row]] = {
     "hookbus export: its output": {
         "read-only destination": f"{EXPORT}::test_a_read_only_folder_is_one_line_exit_1",
         "full disk": f"{EXPORT}::test_a_full_disk_is_one_line_exit_1_and_leaves_nothing",
-        "kill mid-write, then a rerun": Gap("a SIGKILL while export writes its file"),
+        "kill mid-write, then a rerun": f"{KILLED}[export]",
         "the destination is an input": f"{EXPORT}::"
         "test_the_checkpoint_itself_is_refused_and_stays_intact",
     },
@@ -233,26 +243,28 @@ SURFACES: dict[str, dict[str, Row]] = {
         "truncated": f"{EVAL}::test_a_bad_cache_is_said_and_computed_again",
         "garbled": f"{EVAL}::test_a_bad_cache_is_said_and_computed_again",
         "wrong type or another tool's": f"{EVAL}::test_a_bad_cache_is_said_and_computed_again",
-        "huge claimed size or deep nesting": Gap("a cache claiming a huge feature matrix"),
+        "huge claimed size or deep nesting": f"{EVAL}::test_a_bad_cache_is_said_and_computed_again"
+        "[a huge feature matrix claimed]",
         "sparse 8 GB file": f"{EVAL}::test_a_bad_labelled_folder_is_one_line",
         "FIFO": f"{EVAL}::test_a_cache_that_is_no_file_is_one_line",
         "/dev/zero link": f"{EVAL}::test_a_cache_that_is_no_file_is_one_line",
         "symlink loop or broken link": f"{EVAL}::test_a_bad_labelled_folder_is_one_line",
         "directory for a file, or the reverse": f"{EVAL}::"
         "test_a_cache_folder_that_is_a_file_is_one_line",
-        "unreadable": Gap("a labelled folder without read permission"),
-        "changed or removed during the run": Gap("an image removed after eval listed the folder"),
+        "unreadable": f"{UNREADABLE}[eval's labelled folder]",
+        "changed or removed during the run": f"{EVAL}::"
+        "test_an_image_removed_after_eval_listed_the_folder_is_one_line_and_no_eval_json",
     },
     "hookbus eval and report: their output": {
         "read-only destination": "tests/runner/test_report.py::"
         "test_a_read_only_place_is_one_line_exit_1",
         "full disk": f"{EVAL}::test_a_disk_that_fails_is_one_line_exit_1_and_nothing_half_written",
-        "kill mid-write, then a rerun": Gap("a kill while eval writes eval.json"),
+        "kill mid-write, then a rerun": f"{KILLED}[eval]",
         "the destination is an input": f"{EVAL}::test_the_run_files_are_never_an_output",
     },
     "hookbus plot: curves and metrics": {
-        "missing": Gap("a run directory without curves.json"),
-        "empty": Gap("an empty curves.json"),
+        "missing": f"{PLOT}::test_a_run_without_curves_json_is_drawn_from_its_metrics",
+        "empty": f"{PLOT}::test_curves_json_that_holds_nothing_is_one_line_naming_it[empty]",
         "truncated": f"{TRUST}::test_plot_of_a_corrupt_curves_file_is_one_line_exit_2",
         "garbled": f"{TRUST}::test_plot_of_a_corrupt_curves_file_is_one_line_exit_2",
         "wrong type or another tool's": f"{TRUST}::"
@@ -262,24 +274,23 @@ SURFACES: dict[str, dict[str, Row]] = {
         "sparse 8 GB file": f"{PLOT}::test_a_sparse_file_over_the_limit_is_refused_naming_it",
         "FIFO": f"{PLOT}::test_curves_that_are_a_fifo_are_refused_without_waiting",
         "/dev/zero link": f"{PLOT}::test_curves_linked_to_dev_zero_are_refused_not_plotted",
-        "symlink loop or broken link": Gap("curves.json as a link loop"),
+        "symlink loop or broken link": f"{PLOT}::"
+        "test_curves_json_that_holds_nothing_is_one_line_naming_it[a symbolic link loop]",
         "directory for a file, or the reverse": f"{PLOT}::"
         "test_metrics_that_are_a_directory_are_one_line",
-        "unreadable": Gap("curves.json without read permission"),
+        "unreadable": f"{UNREADABLE}[curves.json]",
         "changed or removed during the run": NA("read once, whole, before drawing"),
     },
     "hookbus plot: its output": {
         "read-only destination": f"{PLOT}::test_a_read_only_run_directory_is_one_line_exit_1",
         "full disk": f"{PLOT}::test_a_full_disk_is_one_line_exit_1_and_leaves_nothing",
-        "kill mid-write, then a rerun": Gap("a kill while curves.png is written"),
+        "kill mid-write, then a rerun": f"{KILLED}[plot]",
         "the destination is an input": f"{PLOT}::"
         "test_an_output_over_a_file_the_run_keeps_is_refused",
     },
     "end-of-run work (evaluation.json, curves.png)": {
-        "read-only destination": Gap(
-            "a run directory turned read-only before the end-of-run work (a tmpfs with the "
-            "run's files open cannot be remounted read-only)"
-        ),
+        "read-only destination": f"{END}::"
+        "test_a_run_directory_turned_read_only_at_the_end_is_one_line_and_the_work_stays_owed",
         "full disk": f"{END}::test_a_disk_full_at_the_end_is_one_line_and_the_work_stays_owed",
         "kill mid-write, then a rerun": f"{END}::"
         "test_two_sigterms_inside_the_end_work_leave_it_owed_and_a_rerun_equals_a_clean_run",
@@ -303,7 +314,7 @@ SURFACES: dict[str, dict[str, Row]] = {
         "test_what_is_no_regular_file_is_refused_without_reading[link loop]",
         "directory for a file, or the reverse": f"{WEIGHTS}::"
         "test_what_is_no_regular_file_is_refused_without_reading[directory]",
-        "unreadable": Gap("helper foundation: a weights file without read permission"),
+        "unreadable": f"{UNREADABLE}[a weights file]",
         "changed or removed during the run": NA("read once, before the run directory exists"),
     },
     "shard sets, local and S3 cache (shards)": {
@@ -365,7 +376,7 @@ SURFACES: dict[str, dict[str, Row]] = {
 }
 """Every input surface and its rows (see the module's docstring)."""
 
-GAP_COUNT = 16
+GAP_COUNT = 0
 """How many rows are gaps today: a change that adds a surface with holes, or closes one,
 updates it, in review."""
 

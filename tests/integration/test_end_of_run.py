@@ -18,7 +18,7 @@ from hookbus.engine.checkpoint.end_of_run import end_work_owed
 from hookbus.engine.checkpoint.run_files import PENDING_NAME
 from hookbus.engine.errors import PREEMPTED_EXIT_STATUS, WriteFailure
 from tests.conftest import tiny_config
-from tests.disk_mounts import fill, small_tmpfs
+from tests.disk_mounts import bind_read_only, fill, small_tmpfs, unbind
 from tests.kill_harness import ROOT, command, write_recipe
 
 REPORT = {"evaluation_report": {"enabled": True, "labels_per_class": 2, "draws": 2}}
@@ -169,3 +169,37 @@ def test_a_disk_full_at_the_end_is_one_line_and_the_work_stays_owed(tmp_path: Pa
             "trained",
         }
         assert not end_work_owed(run_dir)
+
+
+class ReadOnlyAtEnd(Hook):
+    """Turns the run directory read-only in ``on_end``, before the report hooks."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+
+    def on_end(self, engine: Engine) -> None:
+        bind_read_only(self.run_dir)
+
+
+def test_a_run_directory_turned_read_only_at_the_end_is_one_line_and_the_work_stays_owed(
+    tmp_path: Path,
+) -> None:
+    """A real read-only mount (a read-only bind mount of the run directory over itself,
+    made once the final checkpoint is written; its open log stays writable): a
+    WriteFailure naming the file; writable again, a rerun writes the report."""
+    hooks = {**REPORT, "summary_plot": {"enabled": False}}
+    cfg = tiny_config(tmp_path / "run", hooks=hooks)
+    run_dir = Path(cfg.checkpoint.dir)
+    try:
+        with pytest.raises(WriteFailure, match=r"evaluation.json: Read-only file system"):
+            SSLTrainer(cfg, hooks=[*default_hooks(cfg), ReadOnlyAtEnd(run_dir)]).train()
+        assert end_work_owed(run_dir) and not (run_dir / "evaluation.json").exists()
+    finally:
+        unbind(run_dir)
+    SSLTrainer(cfg).train()
+    assert json.loads((run_dir / "evaluation.json").read_text()).keys() == {
+        "random init",
+        "trained",
+    }
+    assert not end_work_owed(run_dir)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from ignite.engine import Engine, Events
 
-from hookbus import Config, FakeEngine, Hook, SSLEvents, SSLTrainer
+from hookbus import Config, FakeEngine, Hook, Priority, SSLEvents, SSLTrainer
 from hookbus.engine.bus.bus_engine import BusEngine
 from hookbus.engine.bus.handler_order import handler_priorities, hook_plan
 
@@ -99,18 +97,20 @@ def test_fake_engine_step_skips_backward_and_update_in_test_phases() -> None:
     assert engine.state.local_iteration_num == 1
 
 
-def test_bus_engine_fires_ssl_events_without_ignite_checks_or_logging() -> None:
-    engine, seen = FakeEngine(), []
-    engine.add_event_handler(SSLEvents.ON_UPDATE, lambda e: seen.append("update"))
+def test_handlers_stand_in_ignites_own_list_in_priority_order() -> None:
+    engine = FakeEngine()
 
-    def refuse(*args: object) -> None:
-        raise AssertionError("the fast path must not call ignite's per-call checks")
+    def late(e: Engine) -> None: ...
+    def early(e: Engine) -> None: ...
+    def middle(e: Engine) -> None: ...
 
-    engine._assert_allowed_event = refuse  # type: ignore[method-assign]
-    engine.logger = SimpleNamespace(debug=refuse, error=refuse)  # type: ignore[assignment]
-    engine.fire_event(SSLEvents.ON_UPDATE)
-    assert seen == ["update"]
-    assert engine.last_event_name is SSLEvents.ON_UPDATE
+    with engine.at_priority(Priority.LAST):
+        engine.add_event_handler(SSLEvents.ON_STEP, late)
+    with engine.at_priority(Priority.FIRST):
+        engine.add_event_handler(SSLEvents.ON_STEP, early)
+    engine.add_event_handler(SSLEvents.ON_STEP, middle)
+    stored = [handler for handler, _, _ in engine._event_handlers[SSLEvents.ON_STEP]]
+    assert stored == [early, middle, late]
 
 
 def test_bus_engine_passes_extra_arguments_and_skips_the_engine_when_not_wanted() -> None:
@@ -137,7 +137,7 @@ def test_bus_engine_forgets_removed_handlers() -> None:
     assert seen == []
 
 
-def test_bus_engine_runs_a_handler_added_during_a_firing_from_the_next_one() -> None:
+def test_a_handler_added_during_a_firing_after_the_firing_one_runs_in_it_as_in_ignite() -> None:
     engine, seen = FakeEngine(), []
 
     def add_another(e: Engine) -> None:
@@ -148,7 +148,7 @@ def test_bus_engine_runs_a_handler_added_during_a_firing_from_the_next_one() -> 
     engine.add_event_handler(SSLEvents.ON_STEP, add_another)
     engine.fire_event(SSLEvents.ON_STEP)
     engine.fire_event(SSLEvents.ON_STEP)
-    assert seen == ["first", "first", "added"]
+    assert seen == ["first", "added", "first", "added"]
 
 
 def test_bus_engine_leaves_ignite_events_to_ignite() -> None:

@@ -22,6 +22,7 @@ from hookbus.engine.checkpoint.checkpoint_io import (
     remove_old,
     remove_stale_temporaries,
     save_atomic,
+    write_bytes_atomic,
 )
 
 
@@ -99,6 +100,31 @@ def test_corrupt_newest_is_skipped_for_the_previous_one(
     assert (path.name, checkpoint["iteration"]) == (checkpoint_name(0, 1), 1)
     assert f"skipping checkpoint {newest}" in caplog.text
     assert "does not match its SHA-256" in caplog.text
+
+
+def test_a_zero_byte_newest_with_its_checksum_file_is_skipped_for_the_previous_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, newest = _write_series(tmp_path, range(1, 3))
+    newest.write_bytes(b"")
+    assert checksum_path(newest).stat().st_size > 0
+    path, checkpoint = newest_valid_checkpoint(tmp_path)
+    assert (path.name, checkpoint["iteration"]) == (checkpoint_name(0, 1), 1)
+    assert f"skipping checkpoint {newest}" in caplog.text
+
+
+def test_a_write_removes_what_a_killed_writer_of_the_file_left_and_keeps_a_live_ones(
+    tmp_path: Path,
+) -> None:
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    dead = tmp_path / f".out.pth.tmp-{pid_max + 1}"
+    live = tmp_path / f".out.pth.tmp-{os.getppid()}"
+    other = tmp_path / f".other.pth.tmp-{pid_max + 1}"
+    for leftover in (dead, live, other):
+        leftover.write_bytes(b"half")
+    write_bytes_atomic(tmp_path / "out.pth", b"whole")
+    assert sorted(os.listdir(tmp_path)) == sorted(["out.pth", live.name, other.name])
+    assert (tmp_path / "out.pth").read_bytes() == b"whole"
 
 
 def test_checkpoint_without_its_checksum_is_not_trusted(tmp_path: Path) -> None:

@@ -106,6 +106,23 @@ def test_a_fifo_recipe_is_refused_without_waiting(
     assert "is a FIFO (named pipe), not a regular file" in err and str(recipe) in err
 
 
+@pytest.mark.parametrize("kind", ["a symbolic link loop", "a broken symbolic link"])
+def test_a_recipe_that_is_a_link_to_nothing_is_named_so(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = tmp_path / "loop.yaml"
+    if kind == "a symbolic link loop":
+        recipe.symlink_to(recipe)
+        said = "is a symbolic link loop: it leads nowhere"
+    else:
+        recipe.symlink_to(tmp_path / "gone.yaml")
+        said = f"is a broken symbolic link (to {tmp_path / 'gone.yaml'})"
+    for command in ("validate", "train", "hooks"):
+        with within(20):
+            assert main([command, str(recipe)]) == 2
+        assert capsys.readouterr().err == f"hookbus {command}: error: config file {recipe} {said}\n"
+
+
 def test_a_file_at_the_limit_is_read_and_one_byte_more_refused(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("x" * 64)

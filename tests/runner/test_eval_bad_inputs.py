@@ -6,9 +6,12 @@ cache is said in a warning and computed again."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import shutil
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import hookbus.eval
 from hookbus.cli import main
 from hookbus.eval_cache import CACHE_DIR
 from tests.disk_mounts import fill, small_tmpfs
@@ -229,7 +233,22 @@ def rewritten(path: Path, change: Callable[[dict], None]) -> None:
     torch.save(saved, path)
 
 
+def claims_a_huge_matrix(path: Path) -> None:
+    """The cache with its test features' storage claiming 2**31 - 1 floats (8 GiB) and
+    their shape as many rows, its bytes unchanged: nothing that size may be allocated."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(path) as old, zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as new:
+        for item in old.infolist():
+            data = old.read(item)
+            if item.filename.endswith("data.pkl"):
+                data = re.sub(rb"K\x10\x86", b"J\xff\xff\xff\x07K\x10\x86", data)
+                data = re.sub(rb"(K[\x01-\xff]|M..)t", b"J\xff\xff\xff\x7ft", data)
+            new.writestr(item, data)
+    path.write_bytes(buffer.getvalue())
+
+
 CACHE_RECOMPUTED = [
+    ("a huge feature matrix claimed", claims_a_huge_matrix, "does not match expected size"),
     ("empty", lambda p: p.write_bytes(b""), "cannot be used"),
     ("truncated", lambda p: p.write_bytes(p.read_bytes()[:300]), "cannot be used"),
     ("garbled", lambda p: p.write_bytes(b"PK" + os.urandom(500)), "cannot be used"),
@@ -377,3 +396,27 @@ def test_a_disk_that_fails_is_one_line_exit_1_and_nothing_half_written(
         assert not (disk / "out" / "eval.json").exists()
         written = [p for p in disk.rglob("*") if p.is_file() and p.name != "filler"]
         assert written == []
+
+
+def test_an_image_removed_after_eval_listed_the_folder_is_one_line_and_no_eval_json(
+    photos: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder, run_dir = photos
+    data = tmp_path / "data"
+    shutil.copytree(folder, data)
+    gone = data / "test" / "flower" / "001.jpg"
+    listed = hookbus.eval.labelled_data
+
+    def listed_then_removed(cfg: object, where: object) -> object:
+        found = listed(cfg, where)  # type: ignore[arg-type]
+        gone.unlink()
+        return found
+
+    monkeypatch.setattr(hookbus.eval, "labelled_data", listed_then_removed)
+    out = tmp_path / "out"
+    assert main(["eval", str(run_dir), str(data), "--out", str(out), "-q"]) == 2
+    assert capsys.readouterr().err == f"hookbus eval: error: image not found: {gone}\n"
+    assert not (out / "eval.json").exists()

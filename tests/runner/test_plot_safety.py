@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,47 @@ def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path: Path) -> None
     row = dict(CURVES.phases[0], phase="[[[[" * 20 + '"{{')
     (run / CURVES_FILE).write_text(json.dumps(dict(CURVES.to_dict(), phases=[row])))
     assert read_curves(run).phases == [row]
+
+
+def test_a_run_without_curves_json_is_drawn_from_its_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(tmp_path / "run")
+    drawn = plot(capsys, run)
+    (run / CURVES_FILE).unlink()
+    (run / PLOT_FILE).rename(tmp_path / "from_curves.png")
+    assert plot(capsys, run) == drawn
+    (run / "metrics.json").unlink()
+    status, out, err = plot(capsys, run)
+    assert (status, out) == (2, "")
+    assert_one_line(err, f"{run}: no curves.json or metrics.json; is it a run directory?")
+
+
+NOTHING: dict[str, tuple[Callable[[Path], object], str]] = {
+    "empty": (lambda path: path.write_bytes(b""), "is not a curves file"),
+    "a symbolic link loop": (
+        lambda path: path.symlink_to(path),
+        "is a symbolic link loop: it leads nowhere",
+    ),
+    "a broken symbolic link": (
+        lambda path: path.symlink_to(path.with_name("gone.json")),
+        "curves file not found: ",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(NOTHING))
+def test_curves_json_that_holds_nothing_is_one_line_naming_it(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make, said = NOTHING[kind]
+    run = make_run(tmp_path / "run")
+    (run / CURVES_FILE).unlink()
+    make(run / CURVES_FILE)
+    status, out, err = plot(capsys, run)
+    assert (status, out) == (2, "")
+    assert_one_line(err, str(run / CURVES_FILE), said)
+    assert not (run / PLOT_FILE).exists()
 
 
 def test_curves_linked_to_dev_zero_are_refused_not_plotted(
