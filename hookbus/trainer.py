@@ -13,6 +13,7 @@ from ignite.handlers import FastaiLRFinder
 from torch import nn
 from torch.utils.data import Dataset
 
+from hookbus.config import Config
 from hookbus.console import console_unless_configured
 from hookbus.engine.bus.bus_engine import BusEngine
 from hookbus.engine.bus.events import SSLEvents
@@ -31,7 +32,6 @@ from hookbus.engine.checkpoint.end_of_run import end_work_owed, owe_end_work, se
 from hookbus.engine.checkpoint.run_lock import RunLock, check_run_dir
 from hookbus.engine.checkpoint.sharded_checkpoint import resume_check
 from hookbus.engine.checkpoint.training_state import ResumePoint, restore_training_state
-from hookbus.engine.config import Config
 from hookbus.engine.config.config_io import config_to_yaml
 from hookbus.engine.config.imports import import_user_modules
 from hookbus.engine.errors import (
