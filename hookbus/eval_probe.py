@@ -216,24 +216,25 @@ def linear_probe(
     ``train`` and ``test`` are ``(features [N, D], labels [N])`` with labels from 0; the
     number of classes is that of the train labels.
     """
-    (train_x, train_y), (test_x, test_y) = train, test
-    num_classes = int(train_y.max()) + 1
-    labels = train_y.cpu().numpy()
-    held = stratified_part(labels, settings.held_out, np.random.default_rng([seed, 1]))
-    fit = np.setdiff1d(np.arange(len(labels)), held)
-    grid = settings.grid()
-    fit_x, held_x = standardise(train_x[fit], train_x[held])
-    weights, bias = train_probes(fit_x, train_y[fit], num_classes, grid, settings, seed)
-    held_y = train_y[held].cpu()
-    scores = (probe_predictions(weights, bias, held_x) == held_y).double().mean(dim=1).tolist()
-    best = int(np.argmax(scores))
-    lr, wd = grid[best]
-    all_x, test_std = standardise(train_x, test_x)
-    weights, bias = train_probes(all_x, train_y, num_classes, [(lr, wd)], settings, seed)
-    accuracy = float(
-        (probe_predictions(weights, bias, test_std)[0] == test_y.cpu()).double().mean()
-    )
-    points = [GridPoint(lr, wd, score) for (lr, wd), score in zip(grid, scores, strict=True)]
+    with one_torch_thread():  # small products and copies: see train_probes
+        (train_x, train_y), (test_x, test_y) = train, test
+        num_classes = int(train_y.max()) + 1
+        labels = train_y.cpu().numpy()
+        held = stratified_part(labels, settings.held_out, np.random.default_rng([seed, 1]))
+        fit = np.setdiff1d(np.arange(len(labels)), held)
+        grid = settings.grid()
+        fit_x, held_x = standardise(train_x[fit], train_x[held])
+        weights, bias = train_probes(fit_x, train_y[fit], num_classes, grid, settings, seed)
+        held_y = train_y[held].cpu()
+        scores = (probe_predictions(weights, bias, held_x) == held_y).double().mean(dim=1).tolist()
+        best = int(np.argmax(scores))
+        lr, wd = grid[best]
+        all_x, test_std = standardise(train_x, test_x)
+        weights, bias = train_probes(all_x, train_y, num_classes, [(lr, wd)], settings, seed)
+        accuracy = float(
+            (probe_predictions(weights, bias, test_std)[0] == test_y.cpu()).double().mean()
+        )
+        points = [GridPoint(lr, wd, score) for (lr, wd), score in zip(grid, scores, strict=True)]
     return LinearResult(accuracy, lr, wd, points, len(held))
 
 
@@ -294,21 +295,26 @@ def low_shot(
     choice) trained on each of ``draws`` draws of :func:`low_shot_indices` (batch order
     seeded ``seed + draw``; the draws side by side, :func:`train_probe_draws`); features
     are standardised with the drawn images' statistics."""
-    (train_x, train_y), (test_x, test_y) = train, test
-    num_classes = int(train_y.max()) + 1
-    chosen = [torch.from_numpy(low_shot_indices(train_y, fraction, seed, d)) for d in range(draws)]
-    standardised = [standardise(train_x[indices], test_x) for indices in chosen]
-    weights, bias = train_probe_draws(
-        torch.stack([fit_x for fit_x, _ in standardised]),
-        torch.stack([train_y[indices] for indices in chosen]),
-        num_classes,
-        point,
-        settings,
-        [seed + draw for draw in range(draws)],
-    )
-    scores = []
-    for draw, (_, test_std) in enumerate(standardised):
-        predicted = probe_predictions(weights[draw : draw + 1], bias[draw : draw + 1], test_std)[0]
-        scores.append(float((predicted == test_y.cpu()).double().mean()))
-    sizes = [len(indices) for indices in chosen]
+    with one_torch_thread():  # small products and copies: see train_probes
+        (train_x, train_y), (test_x, test_y) = train, test
+        num_classes = int(train_y.max()) + 1
+        chosen = [
+            torch.from_numpy(low_shot_indices(train_y, fraction, seed, d)) for d in range(draws)
+        ]
+        standardised = [standardise(train_x[indices], test_x) for indices in chosen]
+        weights, bias = train_probe_draws(
+            torch.stack([fit_x for fit_x, _ in standardised]),
+            torch.stack([train_y[indices] for indices in chosen]),
+            num_classes,
+            point,
+            settings,
+            [seed + draw for draw in range(draws)],
+        )
+        scores = []
+        for draw, (_, test_std) in enumerate(standardised):
+            predicted = probe_predictions(
+                weights[draw : draw + 1], bias[draw : draw + 1], test_std
+            )[0]
+            scores.append(float((predicted == test_y.cpu()).double().mean()))
+        sizes = [len(indices) for indices in chosen]
     return LowShotResult(fraction, sizes, scores)

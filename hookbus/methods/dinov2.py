@@ -90,6 +90,25 @@ def compose_dinov2(setting: Setting) -> dict[str, Any]:
     return composed
 
 
+DINOV2_HOOKS = (
+    MethodHook("momentum_teacher", teacher_params, role="teacher, on the whole global views"),
+    MethodHook(
+        "dino_centering",
+        lambda cfg: centering_params(cfg, centered(cfg)),
+        role="teacher temperature; a class center with centering",
+    ),
+    MethodHook(
+        "patch_centering",
+        patch_centering_params,
+        when=centered,
+        role="with loss.dinov2.centering centering",
+    ),
+    MethodHook("freeze_prototypes", freeze_params, role="last layers"),
+)
+"""DINOv2's hooks: its teacher, the teacher temperature (and centers with
+``loss.dinov2.centering`` centering), the frozen last layers. DINOv3 adds its own."""
+
+
 DINOV2 = register_method(
     MethodSpec(
         name="dinov2",
@@ -98,23 +117,7 @@ DINOV2 = register_method(
         section=Dinov2Config,
         reads=("dino", "ibot"),
         exclusive_section=True,
-        hooks=(
-            MethodHook(
-                "momentum_teacher", teacher_params, role="teacher, on the whole global views"
-            ),
-            MethodHook(
-                "dino_centering",
-                lambda cfg: centering_params(cfg, centered(cfg)),
-                role="teacher temperature; a class center with centering",
-            ),
-            MethodHook(
-                "patch_centering",
-                patch_centering_params,
-                when=centered,
-                role="with loss.dinov2.centering centering",
-            ),
-            MethodHook("freeze_prototypes", freeze_params, role="last layers"),
-        ),
+        hooks=DINOV2_HOOKS,
         check=check_dinov2,
         model="hookbus.parts.models.masked_distillation:build_masked_distillation",
         compose=compose_dinov2,

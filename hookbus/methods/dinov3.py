@@ -10,13 +10,7 @@ from pydantic import Field
 
 from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
 from hookbus.engine.section import Section
-from hookbus.methods.dinov2 import centered, check_dinov2
-from hookbus.methods.ibot import (
-    centering_params,
-    freeze_params,
-    patch_centering_params,
-    teacher_params,
-)
+from hookbus.methods.dinov2 import DINOV2_HOOKS, check_dinov2
 
 if TYPE_CHECKING:
     from hookbus.engine.config import Config
@@ -77,6 +71,26 @@ class Dinov3Config(Section):
     gram_resize: Literal["bicubic", "bilinear"] = Field(
         "bicubic", description="how the high-resolution Gram teacher's features are resized"
     )
+    adaptation_epoch: int | None = Field(
+        None,
+        ge=1,
+        le=10**6,
+        description="the high-resolution adaptation phase: from this epoch (counted from 1) "
+        "the views take the adaptation sizes below; None: no adaptation phase",
+    )
+    adaptation_image_size: int | None = Field(
+        None, ge=1, le=8192, description="the global views' side in the adaptation phase"
+    )
+    adaptation_small_size: int | None = Field(
+        None, ge=1, le=8192, description="the small views' side in the adaptation phase"
+    )
+    adaptation_gram_image_size: int | None = Field(
+        None,
+        ge=1,
+        le=8192,
+        description="the high-resolution Gram teacher's side in the adaptation phase "
+        "(None: gram_image_size)",
+    )
 
 
 def gram_params(cfg: Config) -> dict[str, Any]:
@@ -91,11 +105,34 @@ def gram_params(cfg: Config) -> dict[str, Any]:
         "global_views": cfg.loss.dino.global_views,
         "image_size": dinov3.gram_image_size,
         "resize": dinov3.gram_resize,
+        "adaptation_epoch": dinov3.adaptation_epoch,
+        "adaptation_image_size": dinov3.adaptation_gram_image_size,
     }
 
 
+def adaptation_params(cfg: Config) -> dict[str, Any]:
+    """The ``adaptation_phase`` hook of ``loss.dinov3.adaptation_epoch``."""
+    return {"epoch": cfg.loss.dinov3.adaptation_epoch}
+
+
+def adapted_sizes(cfg: Config) -> dict[str, int]:
+    """The view sides of the adaptation phase by the key that sets each (the sides it
+    leaves as they are under their own keys): what the data pipeline cuts from
+    ``loss.dinov3.adaptation_epoch`` on."""
+    data, dinov3 = cfg.data, cfg.loss.dinov3
+    sizes = {"loss.dinov3.adaptation_image_size": dinov3.adaptation_image_size or data.image_size}
+    if data.small_views.count:
+        small = dinov3.adaptation_small_size or data.small_views.size
+        sizes["loss.dinov3.adaptation_small_size"] = small
+    gram = dinov3.adaptation_gram_image_size or dinov3.gram_image_size
+    if gram is not None:
+        sizes["loss.dinov3.adaptation_gram_image_size"] = gram
+    return sizes
+
+
 def check_dinov3(cfg: Config) -> None:
-    """DINOv2's rules, and a high-resolution Gram teacher no smaller than the global views."""
+    """DINOv2's rules, a high-resolution Gram teacher no smaller than the global views,
+    and an adaptation phase that fits the run (:func:`check_adaptation`)."""
     check_dinov2(cfg)
     size = cfg.loss.dinov3.gram_image_size
     if size is not None and size < cfg.data.image_size:
@@ -103,6 +140,74 @@ def check_dinov3(cfg: Config) -> None:
             f"loss.dinov3.gram_image_size {size} is below data.image_size "
             f"{cfg.data.image_size}: the high-resolution Gram teacher sees larger views"
         )
+    check_adaptation(cfg)
+
+
+def check_adaptation(cfg: Config) -> None:
+    """The adaptation phase starts within the run, changes a size, cuts sizes that are
+    whole patches of the ViT, and keeps the Gram teacher no smaller than the global
+    views; its sizes without its epoch are refused."""
+    dinov3, epochs = cfg.loss.dinov3, cfg.optimizer.num_epochs
+    sizes = {
+        key: getattr(dinov3, key)
+        for key in ("adaptation_image_size", "adaptation_small_size", "adaptation_gram_image_size")
+    }
+    if dinov3.adaptation_epoch is None:
+        given = [key for key, value in sizes.items() if value is not None]
+        if given:
+            raise ValueError(
+                f"loss.dinov3.{given[0]} is set without loss.dinov3.adaptation_epoch, the "
+                "epoch the adaptation phase starts: set both, or remove it"
+            )
+        return
+    if dinov3.adaptation_epoch > epochs:
+        raise ValueError(
+            f"loss.dinov3.adaptation_epoch {dinov3.adaptation_epoch} is after the run's "
+            f"last epoch (optimizer.num_epochs {epochs})"
+        )
+    if all(value is None for value in sizes.values()):
+        raise ValueError(
+            "loss.dinov3.adaptation_epoch changes no size: set adaptation_image_size, "
+            "adaptation_small_size or adaptation_gram_image_size"
+        )
+    if dinov3.adaptation_small_size is not None and not cfg.data.small_views.count:
+        raise ValueError(
+            "loss.dinov3.adaptation_small_size is set, but the run has no small views "
+            "(data.small_views.count 0)"
+        )
+    adapted = adapted_sizes(cfg)
+    patch = vit_patch_size(cfg)
+    for key, side in adapted.items():
+        if patch is not None and side % patch:
+            below = side - side % patch
+            raise ValueError(
+                f"{key} {side} is not a multiple of the ViT's patch size {patch}: the "
+                f"adaptation phase cuts whole patches (use {below or patch} or {below + patch})"
+            )
+    global_side = adapted["loss.dinov3.adaptation_image_size"]
+    gram = adapted.get("loss.dinov3.adaptation_gram_image_size")
+    if gram is not None and gram < global_side:
+        raise ValueError(
+            f"the Gram teacher's side in the adaptation phase ({gram}: "
+            "loss.dinov3.adaptation_gram_image_size, else gram_image_size) is below its "
+            f"global views' {global_side}: set adaptation_gram_image_size to {global_side} "
+            "or more"
+        )
+
+
+def vit_patch_size(cfg: Config) -> int | None:
+    """The patch side of the run's ViT: hookbus's ``vit_*`` (``model.backbone.vit``'s
+    or its preset's) or timm's; None for a backbone from Python."""
+    if cfg.from_python.backbone:
+        return None
+    # The models' package imports the config, whose validation runs this check: late.
+    from hookbus.parts.models.presets import vit_sizes
+    from hookbus.parts.models.timm_masked import timm_token_vit_patch_size
+
+    name = cfg.model.backbone.name
+    if name.startswith("timm:"):
+        return timm_token_vit_patch_size(name.removeprefix("timm:"))
+    return vit_sizes(name, patch_size=cfg.model.backbone.vit.patch_size).patch_size
 
 
 DINOV3 = register_method(
@@ -114,26 +219,18 @@ DINOV3 = register_method(
         reads=("dino", "ibot", "dinov2"),
         exclusive_section=True,
         hooks=(
-            MethodHook(
-                "momentum_teacher", teacher_params, role="teacher, on the whole global views"
-            ),
-            MethodHook(
-                "dino_centering",
-                lambda cfg: centering_params(cfg, centered(cfg)),
-                role="teacher temperature; a class center with centering",
-            ),
-            MethodHook(
-                "patch_centering",
-                patch_centering_params,
-                when=centered,
-                role="with loss.dinov2.centering centering",
-            ),
-            MethodHook("freeze_prototypes", freeze_params, role="last layers"),
+            *DINOV2_HOOKS,
             MethodHook(
                 "gram_teacher",
                 gram_params,
                 when=lambda cfg: cfg.loss.dinov3.gram_weight > 0,
                 role="Gram teacher, a refreshed snapshot of the teacher",
+            ),
+            MethodHook(
+                "adaptation_phase",
+                adaptation_params,
+                when=lambda cfg: cfg.loss.dinov3.adaptation_epoch is not None,
+                role="the adaptation phase's view sizes",
             ),
         ),
         check=check_dinov3,

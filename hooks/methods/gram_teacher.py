@@ -56,7 +56,9 @@ class GramTeacherHook(Hook):
                         not yet; once it was, runs it (no gradient, eval mode,
                         under the run's autocast, no patch masked) on the first
                         ``global_views`` views, resized (bicubic) to ``image_size``
-                        when given, brings its patch tokens to the student's grid
+                        when given (``adaptation_image_size`` from epoch
+                        ``adaptation_epoch`` on, counted from 1, when given: DINOv3's
+                        adaptation phase), brings its patch tokens to the student's grid
                         (``resize``) and writes them as ``gram_teacher_patch_tokens``
                         ``[G * B, N, D]`` with ``gram_weight`` (``weight``; 0 before)
                         into ``state.last_output``
@@ -82,6 +84,8 @@ class GramTeacherHook(Hook):
         global_views: int = 2,
         image_size: int | None = None,
         resize: GramResize = "bicubic",
+        adaptation_epoch: int | None = None,
+        adaptation_image_size: int | None = None,
     ) -> None:
         super().__init__()
         if weight < 0 or start < 0 or every < 0 or first_update < 0 or global_views < 1:
@@ -101,6 +105,8 @@ class GramTeacherHook(Hook):
         self.global_views = global_views
         self.image_size = image_size
         self.resize = resize
+        self.adaptation_epoch = adaptation_epoch
+        self.adaptation_image_size = adaptation_image_size
         self.gram: nn.Module | None = None
         self._pairs: list[tuple[Tensor, Tensor]] = []
         self.taken = False
@@ -137,7 +143,7 @@ class GramTeacherHook(Hook):
         student = state.last_output["patch_tokens"]
         views = list(state.last_batch["views"][: self.global_views])
         rows, cols = self._grid(views[0])
-        side = self.image_size
+        side = self.side(state.train_phase_idx + 1)
         if side is not None and views[0].shape[-2:] != (side, side):
             views = [
                 F.interpolate(view, size=(side, side), mode="bicubic", align_corners=False)
@@ -182,6 +188,14 @@ class GramTeacherHook(Hook):
             self._loaded = state["gram_teacher"]
         else:
             load_weights(self.gram, state["gram_teacher"])
+
+    def side(self, epoch: int) -> int | None:
+        """The side of the Gram teacher's views in epoch ``epoch`` (from 1); None: the
+        global views' own."""
+        adapted = self.adaptation_epoch is not None and epoch >= self.adaptation_epoch
+        if adapted and self.adaptation_image_size is not None:
+            return self.adaptation_image_size
+        return self.image_size
 
     def _grid(self, images: Tensor) -> tuple[int, int]:
         model: Any = self._require_gram()

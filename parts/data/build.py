@@ -219,9 +219,26 @@ def collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
     )
 
 
+def adaptation_sizes(cfg: Config) -> tuple[int, int] | None:
+    """The sides ``(global, small)`` of the views in DINOv3's adaptation phase
+    (``loss.dinov3.adaptation_image_size``, ``adaptation_small_size``; a side not given
+    stays as it was); None when the run has no adaptation phase."""
+    dinov3 = getattr(cfg.loss, "dinov3", None)
+    if cfg.loss.name != "dinov3" or dinov3 is None or dinov3.adaptation_epoch is None:
+        return None
+    data = cfg.data
+    return (
+        dinov3.adaptation_image_size or data.image_size,
+        dinov3.adaptation_small_size or data.small_views.size,
+    )
+
+
 def _view_collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
+    # The train collate function cuts the adaptation phase's sizes when told to
+    # (set_adapted, by the adaptation_phase hook); the test views keep the first sizes.
     data, seed = cfg.data, cfg.trainer.seed
     small = data.small_views
+    adapted = adaptation_sizes(cfg)
     if data.pipeline == "batch":
         batch_augment = BatchAugment(data.augment)
         small_augment = BatchAugment(data.augment.model_copy(update={"crop_area": small.crop_area}))
@@ -231,7 +248,7 @@ def _view_collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
             "small_size": small.size,
         }
         return (
-            ViewCollate(batch_augment, data.num_views, seed, **views),
+            ViewCollate(batch_augment, data.num_views, seed, **views, adapted_sizes=adapted),
             ViewCollate(batch_augment, data.num_views, seed, with_image=True, **views),
             ViewCollate(None, data.num_views, seed, with_views=False, with_image=True),
         )
@@ -246,19 +263,30 @@ def _view_collates(cfg: Config) -> tuple[Collate, Collate, Collate]:
         for number in range(data.num_views)
     ]
     specs += [ViewSpec(small.size, small.crop_area, augment)] * small.count
+    later = None
+    if adapted is not None:
+        later = [
+            spec._replace(size=adapted[0] if number < data.num_views else adapted[1])
+            for number, spec in enumerate(specs)
+        ]
     if data.pipeline == "crop_first":
         in_loader = data.augment_device == "cpu"
         skip = data.name == "image_folder" and data.folder.skip_unreadable
-        options = {"finish_views": in_loader, "skip_unreadable": skip}
+        options: dict[str, Any] = {"finish_views": in_loader, "skip_unreadable": skip}
         return (
-            CropFirstCollate(specs, None, augment, seed, **options),
+            CropFirstCollate(specs, None, augment, seed, **options, adapted_views=later),
             CropFirstCollate(specs, data.image_size, augment, seed, **options),
             CropFirstCollate([], data.image_size, augment, seed, skip_unreadable=skip),
         )
     view_transforms = [view_transform(spec.augment, spec.size, spec.crop_scale) for spec in specs]
+    later_transforms = None
+    if later is not None:
+        later_transforms = [
+            view_transform(spec.augment, spec.size, spec.crop_scale) for spec in later
+        ]
     clean = clean_transform(augment, data.image_size)
     return (
-        TransformCollate(view_transforms, None, seed),
+        TransformCollate(view_transforms, None, seed, adapted_transforms=later_transforms),
         TransformCollate(view_transforms, clean, seed),
         TransformCollate([], clean, seed),
     )

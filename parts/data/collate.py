@@ -27,7 +27,9 @@ class ViewCollate:
     The batch holds ``"label"`` and ``"index"`` (LongTensors ``[B]``), plus
     ``"views"`` (``num_views`` augmented copies of the images, then
     ``num_small_views`` made by ``small_augment`` at ``small_size`` pixels: multi-crop)
-    when ``with_views`` and ``"image"`` (the clean images) when ``with_image``.
+    when ``with_views`` and ``"image"`` (the clean images) when ``with_image``. With
+    ``adapted_sizes`` ``(global, small)`` and :meth:`set_adapted` the views are cut at
+    those sides instead (DINOv3's adaptation phase).
 
     Reproducibility: the views of a batch are drawn from a ``torch.Generator`` seeded
     from ``(seed, epoch, index of the batch's first sample)``, not from a stream that
@@ -43,6 +45,8 @@ class ViewCollate:
 
     epoch = SharedInt()
     """The epoch in the seeds, shared with DataLoader workers (persistent ones too)."""
+    adapted = SharedInt()
+    """1 in the adaptation phase (``adapted_sizes``), shared as the epoch is."""
 
     def __init__(
         self,
@@ -55,6 +59,7 @@ class ViewCollate:
         small_augment: BatchAugment | None = None,
         num_small_views: int = 0,
         small_size: int = 0,
+        adapted_sizes: tuple[int, int] | None = None,
     ) -> None:
         if with_views and augment is None:
             raise ValueError("ViewCollate needs an augment to make views (with_views=True)")
@@ -71,10 +76,19 @@ class ViewCollate:
         self.with_views = with_views
         self.with_image = with_image
         self.epoch = 0
+        self.adapted_sizes = adapted_sizes
+        self.adapted = 0
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` in the seeds of the batches collated from now on."""
         self.epoch = epoch
+
+    def set_adapted(self, adapted: bool) -> None:
+        """Cut the views at the adaptation phase's sizes (DINOv3's) from now on, or at
+        the first sizes; shared with DataLoader workers as the epoch is."""
+        if adapted and self.adapted_sizes is None:
+            raise ValueError("this collate function was made without adaptation sizes")
+        self.adapted = int(adapted)
 
     def __call__(self, samples: Sequence[Sample]) -> Batch:
         """The batch dict of ``samples``."""
@@ -90,10 +104,12 @@ class ViewCollate:
             # __init__ refused views without an augment, small views without theirs.
             augment = cast(BatchAugment, self.augment)
             small_augment = cast(BatchAugment, self.small_augment)
-            views = [augment(images, generator) for _ in range(self.num_views)]
+            size, small_size = None, self.small_size
+            if self.adapted and self.adapted_sizes is not None:
+                size, small_size = self.adapted_sizes
+            views = [augment(images, generator, size) for _ in range(self.num_views)]
             views += [
-                small_augment(images, generator, self.small_size)
-                for _ in range(self.num_small_views)
+                small_augment(images, generator, small_size) for _ in range(self.num_small_views)
             ]
             batch["views"] = views
         if self.with_image:

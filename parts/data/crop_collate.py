@@ -96,11 +96,14 @@ class CropFirstCollate:
     Reproducibility as :class:`hookbus.parts.data.ViewCollate`: every random number of
     a batch comes from one ``torch.Generator`` seeded from ``(seed, epoch, index of the
     batch's first sample)``, so a batch gets the same views in any worker and after a
-    resume.
+    resume. With ``adapted_views`` (the same views at other sizes) and
+    :meth:`set_adapted` those are cut instead (DINOv3's adaptation phase).
     """
 
     epoch = SharedInt()
     """The epoch in the seeds, shared with DataLoader workers (persistent ones too)."""
+    adapted = SharedInt()
+    """1 in the adaptation phase (``adapted_views``), shared as the epoch is."""
 
     def __init__(
         self,
@@ -110,10 +113,15 @@ class CropFirstCollate:
         seed: int,
         finish_views: bool = True,
         skip_unreadable: bool = False,
+        adapted_views: Sequence[ViewSpec] | None = None,
     ) -> None:
         if not views and clean_size is None:
             raise ValueError("CropFirstCollate needs views or a clean size")
-        self.views = list(views)
+        if adapted_views is not None and len(adapted_views) != len(views):
+            raise ValueError("the adaptation phase's views must be as many as the views")
+        self.views = self._first_views = list(views)
+        self.adapted_views = None if adapted_views is None else list(adapted_views)
+        self.adapted = 0
         self.clean_size = clean_size
         self.mean, self.std = cfg.mean, cfg.std
         self.seed = seed
@@ -121,6 +129,13 @@ class CropFirstCollate:
         self.skip_unreadable = skip_unreadable
         self.epoch = 0
         self._scratch: dict[tuple[int, int], Tensor] = {}
+        self._take_views()
+
+    def _take_views(self) -> None:
+        # The views of the phase (the adaptation phase's or the first) and their groups
+        # of one size.
+        adapted = self.adapted_views if self.adapted else None
+        self.views = self._first_views if adapted is None else adapted
         sizes = [view.size for view in self.views]
         self._groups = [
             [number for number, size in enumerate(sizes) if size == side]
@@ -131,8 +146,17 @@ class CropFirstCollate:
         """Use ``epoch`` in the seeds of the batches collated from now on."""
         self.epoch = epoch
 
+    def set_adapted(self, adapted: bool) -> None:
+        """Cut the views at the adaptation phase's sizes (DINOv3's) from now on, or at
+        the first sizes; shared with DataLoader workers as the epoch is."""
+        if adapted and self.adapted_views is None:
+            raise ValueError("this collate function was made without adaptation sizes")
+        self.adapted = int(adapted)
+
     def __call__(self, samples: Sequence[Sample]) -> Batch:
         """The batch dict of ``samples``."""
+        if (self.views is self.adapted_views) != bool(self.adapted):
+            self._take_views()  # a worker's copy learns of the phase here
         count = len(samples)
         batch: Batch = {
             "label": torch.tensor([int(label) for _, label, _ in samples], dtype=torch.long),

@@ -30,17 +30,22 @@ class TransformCollate:
     Reproducibility as :class:`hookbus.parts.data.ViewCollate`: the transforms draw from
     torch's global generator, forked and seeded from ``(seed, epoch, index of the
     batch's first sample)`` for the batch, so a batch gets the same views in any worker
-    and after a resume, and the caller's random state is left untouched.
+    and after a resume, and the caller's random state is left untouched. With
+    ``adapted_transforms`` (the view transforms at other sizes) and :meth:`set_adapted`
+    those make the views instead (DINOv3's adaptation phase).
     """
 
     epoch = SharedInt()
     """The epoch in the seeds, shared with DataLoader workers (persistent ones too)."""
+    adapted = SharedInt()
+    """1 in the adaptation phase (``adapted_transforms``), shared as the epoch is."""
 
     def __init__(
         self,
         view_transforms: Sequence[ImageTransform],
         clean_transform: ImageTransform | None,
         seed: int,
+        adapted_transforms: Sequence[ImageTransform] | None = None,
     ) -> None:
         if not view_transforms and clean_transform is None:
             raise ValueError("TransformCollate needs view transforms or a clean transform")
@@ -48,10 +53,19 @@ class TransformCollate:
         self.clean_transform = clean_transform
         self.seed = seed
         self.epoch = 0
+        self.adapted_transforms = None if adapted_transforms is None else list(adapted_transforms)
+        self.adapted = 0
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` in the seeds of the batches collated from now on."""
         self.epoch = epoch
+
+    def set_adapted(self, adapted: bool) -> None:
+        """Cut the views at the adaptation phase's sizes (DINOv3's) from now on, or at
+        the first sizes; shared with DataLoader workers as the epoch is."""
+        if adapted and self.adapted_transforms is None:
+            raise ValueError("this collate function was made without adaptation sizes")
+        self.adapted = int(adapted)
 
     def __call__(self, samples: Sequence[Sample]) -> Batch:
         """The batch dict of ``samples``."""
@@ -66,12 +80,14 @@ class TransformCollate:
         }
         if any(reasons):
             batch[UNREADABLE_KEY] = [reason for reason in reasons if reason is not None]
-        if self.view_transforms:
+        transforms = self.view_transforms
+        if self.adapted and self.adapted_transforms is not None:
+            transforms = self.adapted_transforms
+        if transforms:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(mix_seed(self.seed, self.epoch, samples[0][2]))
                 batch["views"] = [
-                    torch.stack([transform(image) for image in images])
-                    for transform in self.view_transforms
+                    torch.stack([transform(image) for image in images]) for transform in transforms
                 ]
         if self.clean_transform is not None:
             batch["image"] = torch.stack([self.clean_transform(image) for image in images])

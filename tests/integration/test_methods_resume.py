@@ -64,6 +64,23 @@ METHODS: dict[str, dict[str, dict]] = {
         "model": MASKED_VIT,
         "data": MULTI_CROP,
     },
+    # DINOv3's adaptation phase from the second epoch: the resume starts it (larger
+    # views, and a high-resolution Gram teacher at a larger side still)
+    "dinov3_adaptation": {
+        "loss": {
+            "name": "dinov3",
+            "dinov3": {
+                "gram_start": 1,
+                "gram_image_size": 12,
+                "adaptation_epoch": 2,
+                "adaptation_image_size": 12,
+                "adaptation_small_size": 8,
+                "adaptation_gram_image_size": 16,
+            },
+        },
+        "model": MASKED_VIT,
+        "data": MULTI_CROP,
+    },
     "barlow_twins": {"loss": {"name": "barlow_twins"}},
     "vicreg": {"loss": {"name": "vicreg"}},
     "simsiam": {"loss": {"name": "simsiam"}, "model": {"predictor": {"dims": [8, 4, 8]}}},
