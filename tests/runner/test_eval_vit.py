@@ -4,6 +4,9 @@ on timm's, checked against direct computations."""
 
 from __future__ import annotations
 
+import builtins
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -154,3 +157,19 @@ def test_vit_pictures_draw_both_figures(hookbus_vit: nn.Module) -> None:
     for picture in (drawn.attention_png, drawn.pca_png):
         assert picture.startswith(b"\x89PNG")
     assert vit_pictures(model_of("small_cnn"), IMAGES, torch.sigmoid) is None
+
+
+def test_a_backbone_that_is_not_timms_is_told_apart_without_importing_timm(
+    monkeypatch: pytest.MonkeyPatch, timm_vit: nn.Module
+) -> None:
+    imported: list[str] = []
+    real_import = builtins.__import__
+
+    def recording(name: str, *args: Any, **kwargs: Any) -> Any:
+        imported.append(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", recording)
+    assert vit_parts(model_of("small_cnn")) is None
+    assert vit_parts(timm_vit) is not None  # timm's ViT, its module loaded by building it
+    assert not [name for name in imported if name.startswith("timm")]
