@@ -269,6 +269,7 @@ class SSLTrainer:
         state.model.train(phase.train)
         for meter in state.meters:
             meter.prepare(state.base_model, state.data_loaders, state.device)
+        self.ignite.begin_phase()
         engine.fire_event(SSLEvents.ON_PHASE_START)
         if phase.train:
             state.epoch = state.train_phase_idx + 1
