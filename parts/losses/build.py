@@ -45,10 +45,10 @@ class LossRegistry(Registry[LossBuilder]):
         self._methods: set[str] = set()
 
     def reads(self, name: str) -> tuple[str, ...] | None:
-        """The optional model parts the loss ``name`` reads, or None when it did not say."""
-        spec = METHODS.get(name) if name in METHODS and name in self._methods else None
-        if spec is not None:
-            return tuple(part for part in spec.parts if part in MODEL_PARTS)
+        """The optional model parts the loss ``name`` reads, or None when it did not say;
+        for a method's loss, those of its entry (UnknownNameError when it has none)."""
+        if name in self._methods:
+            return tuple(part for part in METHODS.get(name).parts if part in MODEL_PARTS)
         return super().reads(name)
 
     def readers(self, key: str) -> list[str]:
