@@ -77,8 +77,8 @@ from hookbus import (
     default_hooks,
     register_train_step,
 )
+from hookbus.config import validate_config
 from hookbus.engine.bus.handler_order import add_handler
-from hookbus.engine.config.config_io import validate_config
 from hookbus.parts.data import TensorImageDataset
 
 BATCH_SIZE = 16

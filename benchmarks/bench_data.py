@@ -61,7 +61,7 @@ from benchmarks.harness import interleaved, machine, markdown_table, median, qui
 from benchmarks.peer_pipelines import lightly_transform, peer_loader, torchvision_v1_transform
 from benchmarks.photo_folder import write_photo_folder
 from hookbus import Config, Hook, SSLTrainer, default_hooks, load_config
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.data import build_data_loaders, set_loader_epoch
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -49,9 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_data import epoch_throughput
 from benchmarks.harness import interleaved, machine, markdown_table, median
 from hookbus import Config, embed_images
+from hookbus.config import validate_config
 from hookbus.embed_source import load_encoder
 from hookbus.engine.checkpoint.checkpoint_io import FORMAT, checkpoint_name, save_atomic
-from hookbus.engine.config.config_io import validate_config
 from hookbus.parts.data.crop_boxes import CENTER_CROP_FRACTION
 from hookbus.parts.models import build_model
 from tests.photos import make_photo_folder

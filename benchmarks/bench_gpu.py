@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import interleaved, machine, markdown_table, median, quiet_training_log
 from hookbus import DATASETS, Config, Hook, SSLTrainer, default_hooks
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import build_loss
 from hookbus.parts.models import build_model
 from hookbus.parts.optim import build_optimizer, learning_rate, set_learning_rate

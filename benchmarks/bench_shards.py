@@ -20,7 +20,7 @@ import torch
 from benchmarks.bench_data import PHOTO_RECIPE, epoch_throughput
 from benchmarks.harness import interleaved, machine, markdown_table, median
 from benchmarks.photo_folder import write_photo_folder
-from hookbus.engine.config.config_io import load_config
+from hookbus.config import load_config
 from hookbus.shard import write_shards
 
 PIPELINES = ("crop_first", "torchvision")

@@ -38,7 +38,7 @@ def save_initial(run_dir: Path, path: Path) -> None:
     """Save the backbone the run at ``run_dir`` started from (its config's model built
     after ``torch.manual_seed(trainer.seed)``, as the run and its evaluation report build
     it) to ``path``, as ``hookbus export`` writes a backbone."""
-    from hookbus.engine.config.config_io import load_config
+    from hookbus.config import load_config
     from hookbus.parts.models import build_model
 
     cfg = load_config(run_dir / "config.yaml")

@@ -23,7 +23,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
 
-from hookbus.engine.config import Config
+from hookbus.config import Config
 
 
 class PeerFolder(Dataset):

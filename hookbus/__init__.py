@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hookbus.compose import Composed
+    from hookbus.config import Config, load_config
     from hookbus.embed import Embeddings, embed_images, save_embeddings
     from hookbus.engine.bus.bus_engine import prepare_engine
     from hookbus.engine.bus.events import SSLEvents
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from hookbus.engine.bus.run_engine import RunEngine
     from hookbus.engine.bus.state import RunState
     from hookbus.engine.bus.testing import FakeEngine
-    from hookbus.engine.config import Config
-    from hookbus.engine.config.config_io import load_config
     from hookbus.engine.errors import CheckpointError, ConfigError, DataError, UserError
     from hookbus.eval import EvalSettings, Evaluation, evaluate
     from hookbus.hook_set import default_hooks, method_hook
@@ -52,7 +51,7 @@ _PUBLIC: dict[str, str] = {
     "BACKBONES": "hookbus.parts.models",
     "CheckpointError": "hookbus.engine.errors",
     "Composed": "hookbus.compose",
-    "Config": "hookbus.engine.config",
+    "Config": "hookbus.config",
     "ConfigError": "hookbus.engine.errors",
     "DATASETS": "hookbus.parts.data",
     "DataError": "hookbus.engine.errors",
@@ -75,7 +74,7 @@ _PUBLIC: dict[str, str] = {
     "default_hooks": "hookbus.hook_set",
     "embed_images": "hookbus.embed",
     "evaluate": "hookbus.eval",
-    "load_config": "hookbus.engine.config.config_io",
+    "load_config": "hookbus.config",
     "method_hook": "hookbus.hook_set",
     "prepare_engine": "hookbus.engine.bus.bus_engine",
     "register_hook": "hookbus.engine.bus.hook_registry",

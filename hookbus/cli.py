@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from typing import TYPE_CHECKING
 
+from hookbus.config import load_config
 from hookbus.console import console, guarded_stdout
-from hookbus.engine.config.config_io import load_config
 from hookbus.engine.errors import (
     INTERRUPTED_EXIT_STATUS,
     PREEMPTED_EXIT_STATUS,

@@ -39,14 +39,15 @@ from typing import Any
 import torch
 import yaml
 
-from hookbus.engine.config import Config
-from hookbus.engine.config.config_io import apply_override, load_config, read_yaml, validate_config
+from hookbus.config import Config, load_config, validate_config
+from hookbus.engine.config.config_io import apply_override, read_yaml
 from hookbus.engine.config.model_names import canonical_backbone_name
 from hookbus.engine.errors import ConfigError, DataError
 from hookbus.engine.folder_walk import walk_folder
 from hookbus.engine.methods.composition import Setting, clamp, merge, power_of_two_below
-from hookbus.engine.methods.entries import MethodSpec, load_methods, methods_in_order
+from hookbus.engine.methods.entries import MethodSpec
 from hookbus.engine.registry import UnknownNameError
+from hookbus.methods import METHOD_ENTRIES
 from hookbus.parts.data.image_folder import IMAGE_EXTENSIONS
 from hookbus.parts.models import BACKBONES
 from hookbus.parts.models.presets import TIMM_PREFIX, TV_PREFIX, VIT_PRESETS
@@ -91,13 +92,12 @@ class Composed:
         return "".join(f"{line}\n" for line in lines) + dumped
 
 
-def method_spec(name: str) -> MethodSpec:
+def method_spec(name: str) -> MethodSpec[Any]:
     """The method called ``name`` (its ``loss.name``, an alias such as ``simclr``, or its
     title in any case, ``MoCo v2``); ConfigError listing the names otherwise, or for a
     method that cannot be composed."""
-    load_methods()
     wanted = _plain(name)
-    for spec in methods_in_order():
+    for spec in METHOD_ENTRIES:
         names = {spec.name, *spec.aliases, spec.title}
         if wanted in {_plain(known) for known in names}:
             if spec.compose is None:
@@ -111,9 +111,8 @@ def method_spec(name: str) -> MethodSpec:
 
 def method_names() -> list[str]:
     """The names ``--method`` takes, one per composable method."""
-    load_methods()
     return [
-        (spec.aliases or (spec.name,))[0] for spec in methods_in_order() if spec.compose is not None
+        (spec.aliases or (spec.name,))[0] for spec in METHOD_ENTRIES if spec.compose is not None
     ]
 
 

@@ -10,11 +10,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hookbus.config import Config, load_config, validate_config
 from hookbus.engine.bounded_files import check_regular
 from hookbus.engine.checkpoint.checkpoint_io import FORMAT, newest_valid_checkpoint
 from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint
-from hookbus.engine.config import Config
-from hookbus.engine.config.config_io import load_config, validate_config
 from hookbus.engine.errors import CheckpointError, ConfigError
 from hookbus.engine.registry import UnknownNameError
 from hookbus.parts.models import BACKBONES, backbone_config

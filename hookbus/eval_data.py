@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from hookbus.config import Config
 from hookbus.embed_source import IMAGE_PIPELINES
-from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError, DataError
 from hookbus.parts.data.build import collates, num_workers
 from hookbus.parts.data.datasets import DATASETS

@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from hookbus.config import validate_config
 from hookbus.engine.checkpoint.checkpoint_contents import check_weights
 from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint
-from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import UserError
 from hookbus.output_paths import check_destination, write_output
 from hookbus.parts.models import BACKBONES

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hookbus.config import Config
 from hookbus.engine.bus.hook import Hook
 from hookbus.engine.bus.hook_registry import HOOKS
-from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.methods.entries import config_value, method_of
 from hookbus.engine.registry import UnknownNameError

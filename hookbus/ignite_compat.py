@@ -49,8 +49,8 @@ class IgniteCompat:
 
     Built with the trainer (it attaches the ``EPOCH_COMPLETED`` firing to
     ``on_phase_end``); the trainer calls :meth:`check_loaded_counters` before the run,
-    :meth:`start` after ``on_start``, :meth:`fire` for the per-phase and per-step
-    events of train phases, :meth:`phase_ended_early`, :meth:`finish`,
+    :meth:`start` after ``on_start``, :meth:`begin_phase` and :meth:`fire` for the
+    per-phase and per-step events of train phases, :meth:`phase_ended_early`, :meth:`finish`,
     :meth:`exception`, and :meth:`close` when ``train()`` returns or raises.
     """
 
@@ -69,14 +69,16 @@ class IgniteCompat:
             name="ignite EPOCH_COMPLETED",
         )
 
+    def begin_phase(self) -> None:
+        """Before a phase's ``on_phase_start``: start the clock of ``EPOCH_COMPLETED``'s
+        time (``state.times``)."""
+        self.phase_started = time.perf_counter()
+        self.quiet_phase_end = False
+
     def fire(self, event: Any) -> None:
         """Fire one of ignite's per-phase or per-step events in a train phase (test
-        phases fire none); ``EPOCH_STARTED`` also starts the phase's clock."""
-        state = self.engine.state
-        if event is Events.EPOCH_STARTED:
-            self.phase_started = time.perf_counter()
-            self.quiet_phase_end = False
-        if state.train:
+        phases fire none)."""
+        if self.engine.state.train:
             self.engine.fire_event(event)
 
     def check_loaded_counters(self, resume_iteration: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from hookbus.engine.config import Config
+from hookbus.config import Config
 from hookbus.engine.config.recipe_names import (
     LIST_HINT,
     RECIPES_PACKAGE,

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hookbus.config import Config, load_config
 from hookbus.engine.bounded_files import loads_json_bounded, read_bounded, read_text_bounded
 from hookbus.engine.checkpoint.run_curves import (
     CURVES_FILE,
@@ -18,8 +19,7 @@ from hookbus.engine.checkpoint.run_curves import (
     build_figure,
     read_curves,
 )
-from hookbus.engine.config import Config
-from hookbus.engine.config.config_io import config_to_yaml, load_config
+from hookbus.engine.config.config_io import config_to_yaml
 from hookbus.engine.errors import DataError, UserError
 from hookbus.eval_table import RESULTS_FILE, results_notes, score_columns, score_headers
 from hookbus.output_paths import check_destination, is_run_directory, write_output

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from hookbus.config import Config
 from hookbus.engine.bus.hook import Hook
 from hookbus.engine.bus.state import RunState
 from hookbus.engine.checkpoint.checkpoint_io import (
@@ -18,7 +19,6 @@ from hookbus.engine.checkpoint.checkpoint_io import (
 from hookbus.engine.checkpoint.end_of_run import end_work_owed
 from hookbus.engine.checkpoint.sharded_checkpoint import resume_check
 from hookbus.engine.checkpoint.training_state import ResumePoint, restore_training_state
-from hookbus.engine.config import Config
 from hookbus.engine.config.config_io import config_to_yaml
 from hookbus.engine.errors import CheckpointWriteError
 from hookbus.engine.process import distributed

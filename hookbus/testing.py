@@ -32,9 +32,8 @@ from typing import Any
 
 import torch
 
+from hookbus.config import Config, validate_config
 from hookbus.engine.bus.testing import FakeEngine
-from hookbus.engine.config import Config
-from hookbus.engine.config.config_io import validate_config
 from hookbus.parts.data import DATASETS, TensorImageDataset
 
 __all__ = ["TINY_DATA", "FakeEngine", "tiny_config", "tiny_images"]

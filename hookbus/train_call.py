@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from hookbus.compose import compose
+from hookbus.config import Config
 from hookbus.console import console_unless_configured
 from hookbus.engine.checkpoint.checkpoint_io import list_checkpoints
-from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.trainer import SSLTrainer
 

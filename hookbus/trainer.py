@@ -12,6 +12,7 @@ from ignite.engine import Events
 from torch import nn
 from torch.utils.data import Dataset
 
+from hookbus.config import Config
 from hookbus.console import console_unless_configured
 from hookbus.engine.bus.bus_engine import BusEngine
 from hookbus.engine.bus.events import SSLEvents
@@ -22,7 +23,6 @@ from hookbus.engine.bus.state import RunState
 from hookbus.engine.checkpoint.end_of_run import owe_end_work, settle_end_work
 from hookbus.engine.checkpoint.run_lock import RunLock, check_run_dir
 from hookbus.engine.checkpoint.training_state import ResumePoint
-from hookbus.engine.config import Config
 from hookbus.engine.config.imports import import_user_modules
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.process import distributed
@@ -269,6 +269,7 @@ class SSLTrainer:
         state.model.train(phase.train)
         for meter in state.meters:
             meter.prepare(state.base_model, state.data_loaders, state.device)
+        self.ignite.begin_phase()
         engine.fire_event(SSLEvents.ON_PHASE_START)
         if phase.train:
             state.epoch = state.train_phase_idx + 1

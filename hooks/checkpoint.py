@@ -21,8 +21,8 @@ from hookbus.engine.checkpoint.checkpoint_io import (
 from hookbus.engine.checkpoint.checkpoint_writer import CheckpointWriter
 from hookbus.engine.checkpoint.sharded_checkpoint import save_sharded
 from hookbus.engine.checkpoint.training_state import collect_training_state
-from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointWriteError
+from hookbus.parts.config import Config
 
 logger = logging.getLogger("hookbus")
 

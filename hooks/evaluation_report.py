@@ -15,8 +15,8 @@ from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
 from hookbus.engine.checkpoint.checkpoint_io import write_text_atomic
-from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
+from hookbus.parts.config import Config, method_config
 from hookbus.parts.meters.frozen_eval import knn_accuracy, linear_probe_accuracy
 from hookbus.parts.meters.knn import Encode, KnnVote, extract_features, gather_labelled
 from hookbus.parts.models import build_model
@@ -88,7 +88,7 @@ class EvaluationReportHook(Hook):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(state.cfg.trainer.seed)
             backbone = state.initial_backbone
-            initial = build_model(state.cfg, backbone=backbone).to(state.device)
+            initial = build_model(method_config(state.cfg), backbone=backbone).to(state.device)
         self._evaluate_as("random init", initial, state)
 
     def on_end(self, engine: RunEngine) -> None:

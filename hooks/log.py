@@ -22,8 +22,8 @@ from hookbus.engine.bus.run_stats import (
     recent_batch_time,
 )
 from hookbus.engine.checkpoint.run_files import open_append
-from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, LineHandler, writing
+from hookbus.parts.config import Config, method_config
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -115,7 +115,7 @@ class LogHook(Hook):
             len(state.phases),
         )
         # A run's config is always there; a hook's unit test may give its engine none.
-        for line in weights_lines(state.cfg) if state.cfg is not None else ():
+        for line in weights_lines(method_config(state.cfg)) if state.cfg is not None else ():
             logger.info("%s", line)
 
     @rank_zero_only

@@ -13,8 +13,8 @@ from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.checkpoint.checkpoint_io import write_text_atomic
 from hookbus.engine.checkpoint.run_files import open_append
-from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
+from hookbus.parts.config import Config
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -12,10 +12,10 @@ from hookbus.engine.bus.hook import rank_zero_only
 from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
-from hookbus.engine.config import Config
 from hookbus.engine.config.config_changes import flatten
 from hookbus.engine.errors import UserError
 from hookbus.hooks.experiment_tracker import ExperimentTracker
+from hookbus.parts.config import Config
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient

@@ -16,8 +16,8 @@ from hookbus.engine.bus.phases import phase_label
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
-from hookbus.engine.config import Config
 from hookbus.engine.process.distributed import all_reduce_max
+from hookbus.parts.config import Config
 from hookbus.parts.sharding import local
 
 if TYPE_CHECKING:

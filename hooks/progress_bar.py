@@ -12,7 +12,7 @@ from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.phases import epoch_label
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 
 if TYPE_CHECKING:
     from typing_extensions import Self

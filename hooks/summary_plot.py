@@ -17,8 +17,8 @@ from hookbus.engine.checkpoint.run_curves import (
     write_curves,
     write_plot,
 )
-from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
+from hookbus.parts.config import Config
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -18,8 +18,8 @@ from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.run_stats import phase_scalars, recent_batch_time
 from hookbus.engine.checkpoint.run_files import inside_run_dir
-from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, writing
+from hookbus.parts.config import Config
 
 if TYPE_CHECKING:
     from typing_extensions import Self

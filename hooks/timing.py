@@ -11,7 +11,7 @@ from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.bus.state import RunState
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 
 if TYPE_CHECKING:
     from typing_extensions import Self

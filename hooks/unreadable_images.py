@@ -12,8 +12,8 @@ from hookbus.engine.bus.hook_registry import register_hook
 from hookbus.engine.bus.priorities import Priority
 from hookbus.engine.bus.run_engine import RunEngine
 from hookbus.engine.checkpoint.checkpoint_io import write_text_atomic
-from hookbus.engine.config import Config
 from hookbus.engine.errors import RESUME_HINT, DataError, writing
+from hookbus.parts.config import Config
 from hookbus.parts.data.unreadable import UNREADABLE_KEY
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from PIL import Image
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
+from hookbus.parts.config import Config
 from hookbus.parts.data.pil_image import pil_to_tensor
 
 OptimizerFactory = Callable[[nn.Module], torch.optim.Optimizer]

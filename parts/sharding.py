@@ -35,8 +35,8 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.tensor import DTensor
 
-from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
+from hookbus.parts.config import Config
 
 _TEMPLATES: weakref.WeakKeyDictionary[nn.Module, tuple[nn.Module, list[str], Any]] = (
     weakref.WeakKeyDictionary()

@@ -10,10 +10,10 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from hookbus.engine.bus.state import RunState
-from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.registry import UnknownNameError
 from hookbus.parts.activation_checkpointing import checkpoint_vit_blocks
+from hookbus.parts.config import Config
 from hookbus.parts.data import DATASETS, build_data_loaders
 from hookbus.parts.losses import LOSSES, build_loss
 from hookbus.parts.meters import build_meters

@@ -13,13 +13,14 @@ from typing import Any
 
 import torch
 
+from hookbus.config import validate_config
 from hookbus.engine.checkpoint.checkpoint_io import (
     FORMAT,
     checkpoint_name,
     point_to_newest,
     save_atomic,
 )
-from hookbus.engine.config.config_io import config_to_yaml, validate_config
+from hookbus.engine.config.config_io import config_to_yaml
 from hookbus.parts.models import build_model
 
 TINY = {

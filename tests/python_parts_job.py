@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from hookbus import Config, Hook, SSLTrainer, default_hooks
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 
 EPOCHS = 4
 

@@ -2,9 +2,9 @@
 
 One module per section (``trainer``, ``data``, ``model`` with ``evaluation``, ``loss``,
 ``optimizer``, ``meters``, ``checkpoint``, ``hooks``, ``distributed``, ``machine``) and the
-whole :class:`Config` in ``root``; the SSL methods' sections come from their entries
-(``methods``). Every name is importable from here, the methods' section classes too
-(a section class of an entry by its class name).
+whole :class:`Config` in ``root``: the kernel's sections. The whole config with each SSL
+method's settings (``loss.<method>``, ``model.<part>``) is declared, field by field, in
+``hookbus.parts.config``, which names the methods.
 
 The config's room also holds reading a recipe (``config_io``, ``yaml_safety``,
 ``recipe_names``, ``imports``), the backbone's names (``model_names``) and what may change
@@ -41,6 +41,7 @@ from hookbus.engine.config.hooks import (
     WandbConfig,
 )
 from hookbus.engine.config.loss import (
+    CLASSIFIER_LOSS,
     ClassifierLoss,
     CrossEntropyConfig,
     LossConfig,
@@ -52,11 +53,6 @@ from hookbus.engine.config.meters import (
     CollapseMeterConfig,
     KnnMeterConfig,
     MetersConfig,
-)
-from hookbus.engine.config.methods import (
-    CLASSIFIER_LOSS,
-    METHOD_ENTRIES,
-    method_section_class,
 )
 from hookbus.engine.config.model import (
     AmpConfig,
@@ -80,7 +76,6 @@ from hookbus.engine.section import MAX_PIXELS, Decay, MomentumSchedule, Positive
 __all__ = [
     "CLASSIFIER_LOSS",
     "MAX_PIXELS",
-    "METHOD_ENTRIES",
     "AccuracyMeterConfig",
     "AmpConfig",
     "AugmentConfig",
@@ -131,8 +126,3 @@ __all__ = [
     "ViewAugmentConfig",
     "WandbConfig",
 ]
-
-
-def __getattr__(name: str) -> type[Section]:
-    """The methods' section classes, by their class names, from their entries."""
-    return method_section_class(name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -16,9 +16,12 @@ from hookbus.engine.config.recipe_names import resolve_recipe
 from hookbus.engine.config.yaml_safety import MAX_BYTES, load_yaml
 from hookbus.engine.errors import ConfigError
 
+C = TypeVar("C", bound=Config)
 
-def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
-    """Read the YAML recipe at ``path`` (None: all defaults), apply ``overrides``, validate.
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = (), *, schema: type[C]) -> C:
+    """Read the YAML recipe at ``path`` (None: all defaults), apply ``overrides``, validate
+    into ``schema`` (hookbus's: :func:`hookbus.config.load_config`).
 
     ``path`` is a file, or a shipped recipe's name (``simclr_digits``, as ``hookbus
     recipes`` lists them; a file at that path wins:
@@ -36,7 +39,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
     for override in overrides:
         apply_override(raw, override)
     anchor_import_paths(raw, Path.cwd())
-    return validate_config(raw, source)
+    return validate_config(raw, source, schema=schema)
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -70,12 +73,13 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
-def validate_config(raw: dict[str, Any], source: str = "config") -> Config:
-    """Validate a nested mapping into a :class:`Config`, or raise one clear ConfigError."""
+def validate_config(raw: dict[str, Any], source: str = "config", *, schema: type[C]) -> C:
+    """Validate a nested mapping into ``schema`` (a :class:`Config`), or raise one clear
+    ConfigError."""
     try:
-        return Config.model_validate(raw)
+        return schema.model_validate(raw)
     except ValidationError as exc:
-        problems = [_describe(error) for error in exc.errors()]
+        problems = [_describe(error, schema) for error in exc.errors()]
         raise ConfigError(f"invalid config ({source}): " + "; ".join(problems)) from None
 
 
@@ -84,11 +88,11 @@ def config_to_yaml(cfg: Config) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], schema: type[BaseModel]) -> str:
     loc = [str(part) for part in error["loc"]]
     path = ".".join(loc) or "(top level)"
     if error["type"] == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
+        allowed = _allowed_keys(schema, loc[:-1])
         return f"unknown key {path!r}" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
     if error["type"] == "missing":
         return f"{path}: required key is missing"
@@ -98,8 +102,8 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"{path}: {error['msg']} (got {_excerpt(error.get('input'))})"
 
 
-def _allowed_keys(parents: list[str]) -> list[str]:
-    model: type[BaseModel] = Config
+def _allowed_keys(schema: type[BaseModel], parents: list[str]) -> list[str]:
+    model = schema
     for part in parents:
         field = model.model_fields.get(part)
         annotation = getattr(field, "annotation", None)

@@ -1,18 +1,15 @@
-"""The ``loss`` section: the loss by name, the settings of each method and the classifier's."""
+"""The ``loss`` section: the loss by name and the classifier's settings. Each SSL method's
+settings (``loss.<method>``) are declared in the whole config, ``hookbus.parts.config``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from pydantic import Field
 
-from hookbus.engine.config.methods import (
-    METHOD_ENTRIES,
-    loss_names,
-    method_loss_sections,
-)
-from hookbus.engine.methods.entries import default_method
 from hookbus.engine.section import Section
+
+CLASSIFIER_LOSS = "cross_entropy"
+"""The loss of the two evaluation protocols (linear evaluation, fine-tuning): not an SSL
+method, it trains a classifier on one view of each image."""
 
 
 class CrossEntropyConfig(Section):
@@ -29,9 +26,7 @@ class CrossEntropyConfig(Section):
 
 class LossName(Section):
     name: str = Field(
-        default_method().name,
-        description="loss, by its registered name; it selects the method and its hooks: "
-        + loss_names(METHOD_ENTRIES),
+        description="loss, by its registered name; it selects the method and its hooks",
     )
 
 
@@ -39,13 +34,5 @@ class ClassifierLoss(Section):
     cross_entropy: CrossEntropyConfig = Field(default_factory=CrossEntropyConfig)
 
 
-if TYPE_CHECKING:
-
-    class LossConfig(ClassifierLoss, LossName):
-        def __getattr__(self, key: str) -> Any:
-            """The methods' settings (``loss.<method>``, ``loss.<key>``)."""
-
-else:
-
-    class LossConfig(ClassifierLoss, method_loss_sections(LossName, METHOD_ENTRIES)):
-        pass
+class LossConfig(ClassifierLoss, LossName):
+    """The kernel's part of ``loss``: the name and the classifier's settings."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from hookbus.engine.config.backbone import BackboneConfig
 from hookbus.engine.config.evaluation import FineTuneConfig, LinearEvalConfig
-from hookbus.engine.config.methods import METHOD_ENTRIES, method_model_sections
 from hookbus.engine.section import Section, Size
 
 
@@ -189,13 +188,6 @@ class ModelRuntime(Section):
     compile: CompileConfig = Field(default_factory=CompileConfig)
 
 
-if TYPE_CHECKING:
-
-    class ModelConfig(ModelRuntime, ModelParts):
-        def __getattr__(self, key: str) -> Any:
-            """The model sections of the methods (``model.<key>``)."""
-
-else:
-
-    class ModelConfig(ModelRuntime, method_model_sections(ModelParts, METHOD_ENTRIES)):
-        pass
+class ModelConfig(ModelRuntime, ModelParts):
+    """The kernel's part of ``model``; a method's own model part (``model.<part>``) is
+    declared in the whole config, ``hookbus.parts.config``."""

@@ -8,10 +8,9 @@ from hookbus.engine.config.checkpoint import CheckpointConfig
 from hookbus.engine.config.data import DataConfig
 from hookbus.engine.config.distributed import DistributedConfig
 from hookbus.engine.config.hooks import HooksConfig
-from hookbus.engine.config.loss import LossConfig
+from hookbus.engine.config.loss import CLASSIFIER_LOSS, LossConfig
 from hookbus.engine.config.machine import MachineConfig
 from hookbus.engine.config.meters import MetersConfig
-from hookbus.engine.config.methods import CLASSIFIER_LOSS
 from hookbus.engine.config.model import ModelConfig
 from hookbus.engine.config.optimizer import OptimizerConfig
 from hookbus.engine.config.trainer import TrainerConfig
@@ -62,7 +61,7 @@ class Config(Section):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
-    loss: LossConfig = Field(default_factory=LossConfig)
+    loss: LossConfig
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     meters: MetersConfig = Field(default_factory=MetersConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)

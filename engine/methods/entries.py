@@ -7,21 +7,21 @@ hooks it adds to the default set, with how each is built from the config. The co
 validation (:func:`check_method`), ``default_hooks`` and the methods table of the docs
 read the entries; the kernel itself names no method.
 
-The entries live in the package :data:`ENTRY_PACKAGE`, one module per method, and are
-loaded by :func:`load_methods` when the config is first imported (they import only this
-module and :mod:`hookbus.engine.section`, so loading them needs no torch, and the kernel
-reads them as data without naming one). A loss that a user module registers
+The entries hookbus ships are the modules of ``hookbus.methods``, imported by name in
+their package (it lists them); each registers itself here, and the kernel reads them as
+data without naming one. An entry is generic in the config it reads (``MethodSpec[C]``):
+its hooks' parameters and its check take the whole config with the methods' sections
+(``hookbus.parts.config.Config``), so a type checker sees the settings they read. A loss
+that a user module registers
 (``trainer.imports``) has no entry: it is held to the default rules (two views or more,
 no method's model section) and adds no hooks.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from hookbus.engine.registry import Registry
 
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from hookbus.engine.config import Config, Section
     from hookbus.engine.methods.composition import Setting
 
-ENTRY_PACKAGE = "hookbus.methods"
-"""The package whose modules are the method entries hookbus ships, one per method."""
+C = TypeVar("C", bound="Config", contravariant=True)
+"""The config an entry's functions read: the whole config with the methods' sections."""
 
 SHARED_PARTS = {"predictor": "model.predictor.dims", "prototypes": "model.prototypes.count"}
 """The optional model parts that several methods read, each with the key that turns it on."""
@@ -49,15 +49,15 @@ class Views:
 
 
 @dataclass(frozen=True)
-class MethodHook:
+class MethodHook(Generic[C]):
     """One hook of a method: the registered hook ``name``
     (``hookbus.engine.bus.hook_registry``), built as ``hook_class(**params(cfg))``, only
     when ``when(cfg)`` (None: always). ``role`` says what it is for the method, in the
     methods table (``key encoder``)."""
 
     name: str
-    params: Callable[[Config], dict[str, Any]] = field(default=lambda cfg: {})
-    when: Callable[[Config], bool] | None = None
+    params: Callable[[C], dict[str, Any]] = field(default=lambda cfg: {})
+    when: Callable[[C], bool] | None = None
     role: str = ""
 
 
@@ -70,18 +70,17 @@ class ModelSection:
     key: str
     part: str
     section: type[Section]
-    description: str
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class MethodSpec(Generic[C]):
     """One SSL method, declared once.
 
     ``name`` is its ``loss.name`` and the name of its registered loss; ``title`` its name
     in the docs. ``parts`` are the model parts its loss reads and needs: of
     :data:`SHARED_PARTS`, or the ``part`` of its ``model_section``. ``section`` holds its
-    settings under ``loss.<name>`` (with their defaults); ``loss_fields`` adds settings at
-    the top of ``loss`` (``{key: (type, Field(...))}``). ``check`` states what else a
+    settings under ``loss.<name>`` (with their defaults; the whole config declares it).
+    ``check`` states what else a
     config of the method must satisfy (raising ValueError), after the shared rules.
     ``reads`` names the other methods whose sections (``loss.<other>``) its loss and hooks
     read too, shared with their owner. With ``exclusive_section`` a changed key of its own
@@ -109,12 +108,10 @@ class MethodSpec:
     title: str
     parts: tuple[str, ...] = ()
     views: Views = Views()
-    hooks: tuple[MethodHook, ...] = ()
+    hooks: tuple[MethodHook[C], ...] = ()
     section: type[Section] | None = None
-    # (type, Field(...)): pydantic types Field(default, ...) as its default's type.
-    loss_fields: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     model_section: ModelSection | None = None
-    check: Callable[[Config], None] | None = None
+    check: Callable[[C], None] | None = None
     reads: tuple[str, ...] = ()
     exclusive_section: bool = False
     order: int = 1000
@@ -140,36 +137,38 @@ class MethodSpec:
             )
 
 
-METHODS: Registry[MethodSpec] = Registry("method")
-"""The SSL methods by ``loss.name``; :func:`load_methods` fills it with hookbus's own."""
+METHODS: Registry[MethodSpec[Any]] = Registry("method")
+"""The SSL methods by ``loss.name``; the entries of ``hookbus.methods`` register
+themselves when that package is imported (:func:`hookbus.config.validate_config` does)."""
+
+S = TypeVar("S", bound=MethodSpec[Any])
 
 
-def register_method(spec: MethodSpec) -> MethodSpec:
+def register_method(spec: S) -> S:
     """Register ``spec`` under its name and return it; a name registered twice is refused."""
     METHODS.register(spec.name)(spec)
     return spec
 
 
-def load_methods() -> list[MethodSpec]:
-    """Import every entry module of :data:`ENTRY_PACKAGE` (once), and return all the
-    registered methods by their ``order``."""
-    package = importlib.import_module(ENTRY_PACKAGE)
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{ENTRY_PACKAGE}.{module.name}")
-    return methods_in_order()
-
-
-def methods_in_order() -> list[MethodSpec]:
+def methods_in_order() -> list[MethodSpec[Any]]:
     """The registered methods by their ``order``, then name."""
     return sorted((METHODS.get(name) for name in METHODS.names()), key=lambda s: s.order)
 
 
-def method_of(name: str) -> MethodSpec | None:
-    """The method whose ``loss.name`` is ``name``, or None (a loss without an entry)."""
+def method_of(name: str) -> MethodSpec[Any] | None:
+    """The method whose ``loss.name`` is ``name``, or None (a loss without an entry).
+    RuntimeError when no entry is registered at all: the config was validated without
+    hookbus's methods (``hookbus.methods``, which :func:`hookbus.config.validate_config`
+    imports), and every method's rules would be skipped."""
+    if not METHODS.names():
+        raise RuntimeError(
+            "no SSL method entry is registered: validate configs with "
+            "hookbus.config.validate_config (it imports hookbus.methods)"
+        )
     return METHODS.get(name) if name in METHODS else None
 
 
-def default_method() -> MethodSpec:
+def default_method() -> MethodSpec[Any]:
     """The method of a config that names none: the one entry marked ``default``."""
     marked = [spec for spec in methods_in_order() if spec.default]
     if len(marked) != 1:
@@ -191,7 +190,7 @@ def section_readers(name: str) -> list[str]:
     )
 
 
-def check_method(cfg: Config, spec: MethodSpec | None, views: Views | None = Views()) -> None:
+def check_method(cfg: Config, spec: MethodSpec[Any] | None, views: Views | None = Views()) -> None:
     """Raise ValueError naming the key when ``cfg`` does not fit the method ``spec`` of its
     ``loss.name``: a part the method needs is not configured, a model section of another
     method is set, a key of an exclusive loss section it does not read is set, or the views

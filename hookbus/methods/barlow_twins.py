@@ -4,20 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from hookbus.engine.methods.composition import Setting
 from hookbus.engine.methods.entries import MethodSpec, register_method
-from hookbus.engine.section import Section
-
-
-class BarlowTwinsConfig(Section):
-    """Barlow Twins: the cross-correlation of two views driven toward the identity."""
-
-    lambd: float = Field(
-        0.005, ge=0, le=100, description="lambda, the weight of the off-diagonal terms"
-    )
-    eps: float = Field(1e-5, gt=0, le=1, description="variance epsilon of the BatchNorm")
+from hookbus.parts.config import Config
+from hookbus.parts.settings.barlow_twins import BarlowTwinsConfig
 
 
 def compose_barlow_twins(setting: Setting) -> dict[str, Any]:
@@ -30,7 +20,7 @@ def compose_barlow_twins(setting: Setting) -> dict[str, Any]:
 
 
 BARLOW_TWINS = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="barlow_twins",
         title="Barlow Twins",
         section=BarlowTwinsConfig,

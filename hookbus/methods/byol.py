@@ -6,11 +6,8 @@ from typing import Any
 
 from hookbus.engine.methods.composition import Setting
 from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
-from hookbus.engine.section import MomentumSchedule
-
-
-class ByolConfig(MomentumSchedule):
-    """BYOL: the target network, an EMA of the online backbone and projector."""
+from hookbus.parts.config import Config
+from hookbus.parts.settings.byol import ByolConfig
 
 
 def compose_byol(setting: Setting) -> dict[str, Any]:
@@ -27,13 +24,13 @@ def compose_byol(setting: Setting) -> dict[str, Any]:
 
 
 BYOL = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="byol",
         title="BYOL",
         parts=("predictor",),
         section=ByolConfig,
         hooks=(
-            MethodHook(
+            MethodHook[Config](
                 "momentum_teacher",
                 lambda cfg: {
                     **cfg.loss.byol.teacher_schedule(),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from hookbus.engine.methods.composition import (
     Setting,
     clamp,
@@ -14,31 +12,8 @@ from hookbus.engine.methods.composition import (
     power_of_two_below,
 )
 from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
-from hookbus.engine.section import MomentumSchedule
-
-
-class DinoConfig(MomentumSchedule):
-    """DINO: self-distillation with a momentum teacher, centering and sharpening."""
-
-    student_temperature: float = Field(
-        0.1, ge=1e-3, le=100, description="student softmax temperature"
-    )
-    teacher_temperature: float = Field(
-        0.04, ge=1e-3, le=100, description="teacher temperature after warm-up"
-    )
-    warmup_teacher_temperature: float = Field(
-        0.04, ge=1e-3, le=100, description="teacher temperature at the first epoch"
-    )
-    warmup_teacher_epochs: int = Field(
-        0, ge=0, le=100_000, description="epochs of linear teacher-temperature warm-up"
-    )
-    center_momentum: float = Field(0.9, ge=0, lt=1, description="EMA momentum of the center")
-    global_views: int = Field(
-        2, ge=1, le=64, description="the first N views go through the teacher"
-    )
-    freeze_last_layer_epochs: int = Field(
-        1, ge=0, le=100_000, description="the last layer (prototypes) gets no update for N epochs"
-    )
+from hookbus.parts.config import Config
+from hookbus.parts.settings.dino import DinoConfig
 
 
 def dino_head(setting: Setting) -> dict[str, Any]:
@@ -85,13 +60,13 @@ def compose_dino(setting: Setting) -> dict[str, Any]:
 
 
 DINO = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="dino",
         title="DINO",
         parts=("prototypes",),
         section=DinoConfig,
         hooks=(
-            MethodHook(
+            MethodHook[Config](
                 "momentum_teacher",
                 lambda cfg: {
                     **cfg.loss.dino.teacher_schedule(),
@@ -100,7 +75,7 @@ DINO = register_method(
                 },
                 role="teacher, on the global views",
             ),
-            MethodHook(
+            MethodHook[Config](
                 "dino_centering",
                 lambda cfg: {
                     "center_momentum": cfg.loss.dino.center_momentum,
@@ -109,7 +84,7 @@ DINO = register_method(
                     "warmup_epochs": cfg.loss.dino.warmup_teacher_epochs,
                 },
             ),
-            MethodHook(
+            MethodHook[Config](
                 "freeze_prototypes",
                 lambda cfg: {"epochs": cfg.loss.dino.freeze_last_layer_epochs},
                 role="last layer",

@@ -2,43 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from pydantic import Field
+from typing import Any
 
 from hookbus.engine.methods.composition import Setting, crop_only
 from hookbus.engine.methods.entries import MethodSpec, ModelSection, Views, register_method
-from hookbus.engine.section import Section, TokenTransformerSection
-
-if TYPE_CHECKING:
-    from hookbus.engine.config import Config
-
-
-class MaeConfig(Section):
-    """MAE: reconstruct the pixels of randomly masked patches from the visible ones."""
-
-    mask_ratio: float = Field(
-        0.75, gt=0, lt=1, description="fraction of each image's patches masked (not encoded)"
-    )
-    norm_pix_loss: bool = Field(
-        True,
-        description="regress each patch's pixels normalised by their own mean and standard "
-        "deviation, not the raw pixels",
-    )
-
-
-class MaeDecoderConfig(TokenTransformerSection):
-    """MAE's light decoder: transformer blocks from the encoded visible patches and mask
-    tokens to the pixels of every patch (built only when ``loss.name`` is ``mae``)."""
-
-    width: int = Field(
-        512, ge=4, le=8192, description="token width of the decoder (a multiple of 4 and of heads)"
-    )
-    depth: int = Field(8, ge=1, le=64, description="transformer blocks of the decoder")
-    heads: int = Field(16, ge=1, le=128, description="attention heads of the decoder")
-    mlp_dim: int | None = Field(
-        None, ge=1, le=32_768, description="hidden size of each block's MLP; None: 4 x width"
-    )
+from hookbus.parts.config import Config
+from hookbus.parts.settings.mae import MaeConfig, MaeDecoderConfig
 
 
 def check_mae(cfg: Config) -> None:
@@ -87,7 +56,7 @@ def compose_mae(setting: Setting) -> dict[str, Any]:
 
 
 MAE = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="mae",
         title="MAE",
         parts=("decoder",),
@@ -97,7 +66,6 @@ MAE = register_method(
             key="mae_decoder",
             part="decoder",
             section=MaeDecoderConfig,
-            description="loss.name mae: the decoder's sizes",
         ),
         check=check_mae,
         model="hookbus.parts.models.mae:build_masked_autoencoder",

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from pydantic import Field
+from typing import Any
 
 from hookbus.engine.methods.composition import Setting, clamp, power_of_two_below
 from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
-from hookbus.engine.section import MomentumSchedule
-
-if TYPE_CHECKING:
-    from hookbus.engine.config import Config
-
-
-class MocoConfig(MomentumSchedule):
-    """MoCo v2: the momentum key encoder and the queue of keys."""
-
-    temperature: float = Field(0.2, ge=1e-3, le=100, description="softmax temperature")
-    queue_size: int = Field(1024, ge=1, le=10**7, description="keys kept as negatives")
-    shuffle_bn: bool = Field(
-        True,
-        description=(
-            "with several ranks, the key encoder's BatchNorm sees a shuffled share of the "
-            "global batch (shuffle-BN), so its statistics do not pair queries with keys"
-        ),
-    )
+from hookbus.parts.config import Config
+from hookbus.parts.settings.moco import MocoConfig
 
 
 def _teacher(cfg: Config) -> dict[str, Any]:
@@ -55,13 +37,13 @@ def compose_moco(setting: Setting) -> dict[str, Any]:
 
 
 MOCO = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="moco",
         title="MoCo v2",
         section=MocoConfig,
         hooks=(
-            MethodHook("momentum_teacher", _teacher, role="key encoder"),
-            MethodHook("key_queue", lambda cfg: {"size": cfg.loss.moco.queue_size}),
+            MethodHook[Config]("momentum_teacher", _teacher, role="key encoder"),
+            MethodHook[Config]("key_queue", lambda cfg: {"size": cfg.loss.moco.queue_size}),
         ),
         compose=compose_moco,
         order=10,

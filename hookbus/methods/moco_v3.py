@@ -5,20 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from hookbus.engine.methods.composition import Setting, ema_momentum
 from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
-from hookbus.engine.section import MomentumSchedule
-
-
-class MocoV3Config(MomentumSchedule):
-    """MoCo v3: the momentum encoder (an EMA of backbone and projector) gives the keys of
-    the global batch for the online predictor's queries; no queue."""
-
-    temperature: float = Field(
-        0.2, ge=1e-3, le=100, description="softmax temperature tau (the loss is scaled by 2 tau)"
-    )
+from hookbus.parts.config import Config
+from hookbus.parts.settings.moco_v3 import MocoV3Config
 
 
 def compose_moco_v3(setting: Setting) -> dict[str, Any]:
@@ -40,13 +30,13 @@ def compose_moco_v3(setting: Setting) -> dict[str, Any]:
 
 
 MOCO_V3 = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="moco_v3",
         title="MoCo v3",
         parts=("predictor",),
         section=MocoV3Config,
         hooks=(
-            MethodHook(
+            MethodHook[Config](
                 "momentum_teacher",
                 lambda cfg: {
                     **cfg.loss.moco_v3.teacher_schedule(),

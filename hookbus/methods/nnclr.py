@@ -4,23 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from hookbus.engine.methods.composition import Setting, clamp, power_of_two_below
 from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
-from hookbus.engine.section import Section
-
-
-class NnclrConfig(Section):
-    """NNCLR: the nearest neighbour in a support set of earlier embeddings as the positive."""
-
-    temperature: float = Field(0.1, ge=1e-3, le=100, description="softmax temperature tau")
-    queue_size: int = Field(
-        98_304,
-        ge=1,
-        le=10**7,
-        description="embeddings in the support set (the first view's, of every rank)",
-    )
+from hookbus.parts.config import Config
+from hookbus.parts.settings.nnclr import NnclrConfig
 
 
 def compose_nnclr(setting: Setting) -> dict[str, Any]:
@@ -41,13 +28,13 @@ def compose_nnclr(setting: Setting) -> dict[str, Any]:
 
 
 NNCLR = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="nnclr",
         title="NNCLR",
         parts=("predictor",),
         section=NnclrConfig,
         hooks=(
-            MethodHook(
+            MethodHook[Config](
                 "nnclr_support",
                 lambda cfg: {"size": cfg.loss.nnclr.queue_size},
                 role="the support set of nearest neighbours",

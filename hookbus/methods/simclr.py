@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from hookbus.engine.methods.composition import Setting
 from hookbus.engine.methods.entries import MethodSpec, register_method
+from hookbus.parts.config import Config
 
 
 def compose_simclr(setting: Setting) -> dict[str, Any]:
@@ -20,15 +19,9 @@ def compose_simclr(setting: Setting) -> dict[str, Any]:
 
 
 SIMCLR = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="nt_xent",
         title="SimCLR",
-        loss_fields={
-            "temperature": (
-                float,
-                Field(0.5, ge=1e-3, le=100, description="softmax temperature (nt_xent)"),
-            )
-        },
         compose=compose_simclr,
         aliases=("simclr",),
         order=0,

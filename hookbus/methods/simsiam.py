@@ -6,6 +6,7 @@ from typing import Any
 
 from hookbus.engine.methods.composition import Setting
 from hookbus.engine.methods.entries import MethodSpec, register_method
+from hookbus.parts.config import Config
 
 
 def compose_simsiam(setting: Setting) -> dict[str, Any]:
@@ -22,7 +23,7 @@ def compose_simsiam(setting: Setting) -> dict[str, Any]:
 
 
 SIMSIAM = register_method(
-    MethodSpec(
+    MethodSpec[Config](
         name="simsiam",
         title="SimSiam",
         parts=("predictor",),

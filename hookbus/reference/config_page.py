@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hookbus.engine.config import Config
+from hookbus.config import Config
 
 
 def config_rows(

@@ -6,11 +6,11 @@ import importlib
 import pkgutil
 
 import hookbus.hooks
+from hookbus.config import Config
 from hookbus.engine.bus.events import SSLEvents
 from hookbus.engine.bus.hook import Hook
 from hookbus.engine.bus.hook_registry import HOOKS
 from hookbus.engine.bus.priorities import priority_label
-from hookbus.engine.config import Config
 from hookbus.hook_set import default_hooks
 from hookbus.reference.docstrings import find_table, prose, summary_line, to_markdown
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookbus.engine.config import Config
+from hookbus.config import Config
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

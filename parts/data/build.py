@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 from hookbus.parts.data.augment import BatchAugment
 from hookbus.parts.data.collate import ViewCollate
 from hookbus.parts.data.datasets import DATASETS

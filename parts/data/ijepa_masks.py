@@ -16,8 +16,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from hookbus.engine.config import Config
 from hookbus.engine.errors import ConfigError
+from hookbus.parts.config import Config
 from hookbus.parts.data.seeding import mix_seed
 from hookbus.parts.data.shared import SharedInt
 

@@ -17,14 +17,17 @@ import itertools
 import logging
 import os
 import re
+import socket
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from hookbus.engine.errors import ConfigError
+from hookbus.engine.errors import ConfigError, DataError
+from hookbus.engine.process import distributed
 from hookbus.parts.data.image_decode import SourceImage
 from hookbus.parts.data.shard_cache import INDEX_FILE, ShardCache
 from hookbus.parts.data.shard_index import (
@@ -87,10 +90,13 @@ class ShardDataset(Dataset):
         self.decode = decode
         self.entries = read_index(Path(self._fetch(INDEX_FILE)))
         self.classes = read_classes(Path(self._fetch(CLASSES_FILE)))
-        for entry in self.entries:
-            path = Path(entry.name(self.local))
-            if self.cache is None or os.path.lexists(path):
-                check_shard(path, entry, self.classes)
+        if self.cache is None:
+            check_local_shards(self.entries, self.local, self.classes)
+        else:  # a cache folder may be each machine's own: every rank checks what it holds
+            for entry in self.entries:
+                path = Path(entry.name(self.local))
+                if os.path.lexists(path):
+                    check_shard(path, entry, self.classes)
         if not any(entry.hashes for entry in self.entries):
             logger.warning(
                 "the shards at %s record no hash: their sizes, samples and labels are "
@@ -128,6 +134,37 @@ class ShardDataset(Dataset):
         where = f"{path} sample {sample}"
         image = decode_image(data, where) if self.decode else ShardImage(data, where)
         return image, label, index
+
+
+def check_local_shards(entries: list[ShardEntry], folder: str, classes: list[str]) -> None:
+    """Check every shard of ``entries`` in ``folder`` (:func:`check_shard`), each read once
+    per machine: in one process, all of them, in order; with a process group, the shards
+    are shared out among the ranks on each machine (a machine may hold its own copy of the
+    set), each rank checks its share, and the first problem in the index's order, whichever
+    rank found it, is raised on every rank as the same :class:`DataError`. A collective:
+    every rank of the group calls it, for the same set, before the first step."""
+    if not distributed.is_distributed():
+        for entry in entries:
+            check_shard(Path(entry.name(folder)), entry, classes)
+        return
+    group = distributed.control_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    hosts: list[Any] = [None] * world
+    dist.all_gather_object(hosts, socket.gethostname(), group=group)
+    peers = [other for other, host in enumerate(hosts) if host == hosts[rank]]
+    found: tuple[int, str] | None = None
+    for position in range(peers.index(rank), len(entries), len(peers)):
+        entry = entries[position]
+        try:
+            check_shard(Path(entry.name(folder)), entry, classes)
+        except DataError as exc:
+            found = (position, str(exc))
+            break
+    gathered: list[Any] = [None] * world
+    dist.all_gather_object(gathered, found, group=group)
+    problems = sorted(problem for problem in gathered if problem is not None)
+    if problems:
+        raise DataError(problems[0][1])
 
 
 class ShardImage(bytes):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hookbus.engine.config import AccuracyMeterConfig, CollapseMeterConfig, Config, KnnMeterConfig
+from hookbus.engine.config import AccuracyMeterConfig, CollapseMeterConfig, KnnMeterConfig
 from hookbus.engine.registry import Registry
+from hookbus.parts.config import Config
 from hookbus.parts.meters.accuracy import AccuracyMeter
 from hookbus.parts.meters.base import Meter
 from hookbus.parts.meters.collapse import CollapseMeter

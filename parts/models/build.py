@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, cast
 
 from torch import Tensor, nn
 
-from hookbus.engine.config import BackboneConfig, Config
+from hookbus.engine.config import BackboneConfig
 from hookbus.engine.errors import CheckpointError, ConfigError
 from hookbus.engine.methods.entries import method_of
 from hookbus.engine.registry import Registry, UnknownNameError
+from hookbus.parts.config import Config
 from hookbus.parts.models.fine_tune import FineTuneModel
 from hookbus.parts.models.linear_eval import LinearEvalModel
 from hookbus.parts.models.presets import TIMM_PREFIX, TV_PREFIX, VIT_PRESETS, vit_sizes

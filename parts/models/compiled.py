@@ -15,8 +15,9 @@ from typing import cast
 import torch
 from torch import nn
 
-from hookbus.engine.config import CompileConfig, Config
+from hookbus.engine.config import CompileConfig
 from hookbus.engine.errors import ConfigError
+from hookbus.parts.config import Config
 
 NEEDS_CUDA = {"cudagraphs": "backend cudagraphs", "reduce-overhead": "mode reduce-overhead"}
 """Settings that record CUDA graphs, by backend or mode name: they need a CUDA device."""

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hookbus.engine.config import Config
 from hookbus.engine.errors import CheckpointError
+from hookbus.parts.config import Config
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.vit import ViTBackbone
 

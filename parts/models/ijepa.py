@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 from hookbus.parts.models.patch_grid import patch_grid
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.timm_any import TimmViTTokens, is_timm_vit

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 from hookbus.parts.models.drop_path import global_batch_noise
 from hookbus.parts.models.ssl_model import ModelOutput
 from hookbus.parts.models.token_transformer import TokenTransformer

@@ -9,7 +9,7 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 from hookbus.parts.models.fine_tune import vit_depths
 from hookbus.parts.models.heads import MLPHead, Prototypes
 from hookbus.parts.models.ibot_masks import draw_batch_masks

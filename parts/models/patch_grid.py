@@ -4,7 +4,7 @@ and patch size and imports neither torchvision nor timm until a ``timm:<name>`` 
 
 from __future__ import annotations
 
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 from hookbus.parts.models.presets import TIMM_PREFIX, vit_sizes
 from hookbus.parts.models.timm_any import timm_patch_size
 

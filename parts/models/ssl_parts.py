@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from torch import nn
 
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 from hookbus.parts.models.heads import MLPHead, Prototypes
 
 

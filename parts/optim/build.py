@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from hookbus.engine.config import Config
+from hookbus.parts.config import Config
 from hookbus.parts.optim.lars import LARS
 
 

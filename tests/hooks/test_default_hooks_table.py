@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from hookbus.engine.config import Config, CudaCacheConfig, OnlineProbeConfig
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import Config, validate_config
+from hookbus.engine.config import CudaCacheConfig, OnlineProbeConfig
 from hookbus.hook_set import OPTIONAL_HOOKS, default_hooks, method_hook
 from hookbus.hooks.cuda_cache import CudaCacheHook
 from hookbus.hooks.methods.dino_centering import DinoCenteringHook

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hookbus import FakeEngine
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.hook_set import method_hooks
 from hookbus.hooks.methods.nnclr_support import NnclrSupportHook
 

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from hookbus import FakeEngine, SSLEvents, load_config
-from hookbus.engine.config import Config
+from hookbus.config import Config
 from hookbus.hook_set import method_hook
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.parts.models.shuffle_bn import batch_permutation, shuffled_forward

@@ -76,6 +76,7 @@ Row = str | NA | Gap
 
 BR = "tests/runner/test_bounded_reads.py"
 EMBED = "tests/runner/test_embed_bad_inputs.py"
+CANNOT_USE = "test_an_image_it_cannot_use_is_refused_in_one_line_naming_it"
 EXPORT = "tests/runner/test_export_safety.py"
 EVAL = "tests/runner/test_eval_bad_inputs.py"
 PLOT = "tests/runner/test_plot_safety.py"
@@ -177,22 +178,16 @@ SURFACES: dict[str, dict[str, Row]] = {
     "hookbus embed: its images": {
         "missing": "tests/runner/test_embed.py::"
         "test_a_user_error_is_one_line_exit_2_and_writes_nothing",
-        "empty": f"{EMBED}::test_more_unusable_images_are_one_line_naming_them",
-        "truncated": f"{EMBED}::test_an_image_it_cannot_use_is_refused_in_one_line_naming_it"
-        "[a truncated JPEG]",
+        "empty": f"{EMBED}::{CANNOT_USE}[an empty .jpg]",
+        "truncated": f"{EMBED}::{CANNOT_USE}[a truncated JPEG]",
         "garbled": "tests/runner/test_embed.py::test_an_unreadable_image_is_named",
         "wrong type or another tool's": f"{EMBED}::"
         "test_a_folder_of_nothing_but_unusable_images_is_refused_even_when_skipping",
-        "huge claimed size or deep nesting": f"{EMBED}::"
-        "test_an_image_it_cannot_use_is_refused_in_one_line_naming_it[a 60000 x 1 strip]",
-        "sparse 8 GB file": f"{EMBED}::test_more_unusable_images_are_one_line_naming_them"
-        "[an 8 GiB sparse .jpg]",
-        "FIFO": f"{EMBED}::test_an_image_it_cannot_use_is_refused_in_one_line_naming_it"
-        "[a FIFO named .jpg]",
-        "/dev/zero link": f"{EMBED}::test_more_unusable_images_are_one_line_naming_them"
-        "[a link to /dev/zero named .jpg]",
-        "symlink loop or broken link": f"{EMBED}::"
-        "test_an_image_it_cannot_use_is_refused_in_one_line_naming_it[a symbolic link loop]",
+        "huge claimed size or deep nesting": f"{EMBED}::{CANNOT_USE}[a 60000 x 1 strip]",
+        "sparse 8 GB file": f"{EMBED}::{CANNOT_USE}[an 8 GiB sparse .jpg]",
+        "FIFO": f"{EMBED}::{CANNOT_USE}[a FIFO named .jpg]",
+        "/dev/zero link": f"{EMBED}::{CANNOT_USE}[a link to /dev/zero named .jpg]",
+        "symlink loop or broken link": f"{EMBED}::{CANNOT_USE}[a symbolic link loop]",
         "directory for a file, or the reverse": f"{EMBED}::"
         "test_a_folder_named_like_an_image_given_as_one_is_refused",
         "unreadable": f"{EMBED}::test_a_folder_that_cannot_be_listed_is_one_line_or_skipped",
@@ -205,7 +200,8 @@ SURFACES: dict[str, dict[str, Row]] = {
         "kill mid-write, then a rerun": f"{EMBED}::"
         "test_a_kill_during_embedding_leaves_no_output_and_a_rerun_equals_a_clean_run",
         "the destination is an input": f"{EMBED}::"
-        "test_an_input_image_inside_the_folder_is_refused_and_kept",
+        "test_an_output_that_is_an_input_is_refused_and_the_input_kept"
+        "[an input image inside the folder]",
     },
     "hookbus embed and export: the checkpoint or exported file read": {
         "missing": "tests/runner/test_embed.py::"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hookbus.engine.config.config_io import load_config
+from hookbus.config import load_config
 from hookbus.engine.config.imports import import_user_modules
 from hookbus.engine.errors import ConfigError
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
+from hookbus.engine.config import BackboneConfig
+from hookbus.parts.models import BACKBONES
 from tests.kill_harness import Outcome, kill_campaign
 
 
@@ -133,4 +136,41 @@ def test_killed_method_run_with_hook_state_equals_an_uninterrupted_one(
     # One kill each: several kills in a row (on MoCo) are the test above's; this one
     # checks that each method's own state resumes from a checkpoint of a killed process
     outcome = kill_campaign(tmp_path, kills=1, seed=2, epochs=12, sections=METHODS[method])
+    assert_identical(outcome, kills=1)
+
+
+def _backbone_file(path: Path, width: int) -> Path:
+    """A small CNN's weights (seed 7), saved where a recipe reads them."""
+    torch.manual_seed(7)
+    net = BACKBONES.get("small_cnn")(BackboneConfig(name="small_cnn", width=width))
+    torch.save(net.state_dict(), path)
+    return path
+
+
+@pytest.mark.slow
+def test_killed_distillation_run_equals_an_uninterrupted_one(tmp_path: Path) -> None:
+    # a frozen teacher from a file (never in the checkpoint, its SHA-256 is) and the
+    # queue of its embeddings (in every checkpoint)
+    teacher = _backbone_file(tmp_path / "teacher.pth", width=8)
+    sections = {
+        "loss": {
+            "name": "distillation",
+            "distillation": {
+                "mode": "both",
+                "queue_size": 24,
+                "teacher": {"name": "small_cnn", "width": 8, "weights": str(teacher)},
+            },
+        },
+        "model": {"backbone": {"width": 4}, "head": {}},  # a linear projection, no head
+    }
+    outcome = kill_campaign(tmp_path, kills=1, seed=3, epochs=12, sections=sections)
+    assert_identical(outcome, kills=1)
+
+
+@pytest.mark.slow
+def test_killed_run_started_from_weights_equals_an_uninterrupted_one(tmp_path: Path) -> None:
+    # the backbone loaded at the start only: the resume takes the checkpoint's weights
+    start = _backbone_file(tmp_path / "start.pth", width=4)
+    sections = {"model": {"backbone": {"width": 4, "weights": str(start)}}}
+    outcome = kill_campaign(tmp_path, kills=1, seed=4, epochs=12, sections={**MOCO, **sections})
     assert_identical(outcome, kills=1)

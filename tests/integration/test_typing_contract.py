@@ -30,8 +30,16 @@ class LossPrinter(Hook):
         reveal_type(engine.state.model)
         engine.state.iteration = "ten"
         engine.state.losss
+
+
+from hookbus import load_config
+
+cfg = load_config("dino_digits")
+reveal_type(cfg.loss.dino.teacher_temperature)
+cfg.loss.dino.teacher_temp
 """
-"""Lines 7 to 10: two revealed types, a wrong assignment, a misspelt field."""
+"""Lines 7 to 10: two revealed types, a wrong assignment, a misspelt field; lines 16 and
+17: a method's setting read from a loaded config, and one misspelt."""
 
 UNANNOTATED_HOOK = """
 from hookbus import Hook
@@ -113,6 +121,15 @@ def test_mypy_refuses_a_field_the_run_state_does_not_have(
     mypy_says: dict[int, list[str]],
 ) -> None:
     assert mypy_says[10] == ['error: "RunState" has no attribute "losss"  [attr-defined]']
+
+
+def test_mypy_sees_a_methods_setting_in_a_loaded_config(mypy_says: dict[int, list[str]]) -> None:
+    assert mypy_says[16] == ['note: Revealed type is "float"']
+
+
+def test_mypy_refuses_a_misspelt_method_setting(mypy_says: dict[int, list[str]]) -> None:
+    (message,) = mypy_says[17]
+    assert message.startswith('error: "DinoConfig" has no attribute "teacher_temp"')
 
 
 def test_pyright_types_an_unannotated_override_from_the_hook_base(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.engine.methods.entries import load_methods
+from hookbus.methods import METHOD_ENTRIES
 
 ENGINE = Path(__file__).parents[2] / "engine"
 
@@ -21,7 +21,7 @@ def method_words() -> set[str]:
     """Every shipped method's loss name, its title, and the title's distinctive words
     (``MoCo`` of ``MoCo v3``, ``JEPA`` of ``I-JEPA``), lower-cased."""
     words: set[str] = set()
-    for spec in load_methods():
+    for spec in METHOD_ENTRIES:
         words |= {spec.name.lower(), spec.title.lower()}
         parts = re.split(r"[\s\-]+", spec.title.lower())
         words |= {part for part in parts if len(part) > 1 and part not in COMMON_WORDS}

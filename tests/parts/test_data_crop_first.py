@@ -13,7 +13,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
 from hookbus import ConfigError, DataError, SSLTrainer
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.data import build_data_loaders, collates, finish_views
 from hookbus.parts.data import photometric as P
 from hookbus.parts.data.crop_boxes import CROP_UNIFORMS, random_resized_box

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hookbus import Config
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.data import build_data_loaders, set_loader_epoch
 from hookbus.parts.data.build import pin_memory
 from hookbus.parts.data.loader import SSLDataLoader

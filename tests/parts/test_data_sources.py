@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from hookbus import DATASETS, DataError
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.data import ImageFolderDataset, TransformCollate, build_data_loaders
 from hookbus.parts.models import MLPHead, SmallCNN, SSLModel
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hookbus.cli import main
-from hookbus.engine.config.config_io import load_config
+from hookbus.config import load_config
 from hookbus.engine.errors import ConfigError
 from hookbus.parts.data.build import collates
 from hookbus.parts.data.ijepa_masks import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import BarlowTwinsLoss, build_loss
 from tests.loss_reference import (
     ShardedLoss,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import LejepaLoss, build_loss
 from hookbus.parts.losses.lejepa import directions, sigreg
 from tests.loss_reference import (

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import build_loss
 from hookbus.parts.losses.masked_distillation import (
     MaskedDistillationLoss,

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import MocoLoss, build_loss
 from tests.loss_reference import assert_same_value_and_gradients, log_softmax_entry, tensors, unit
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import NnclrLoss, build_loss
 from tests.loss_reference import (
     ShardedLoss,

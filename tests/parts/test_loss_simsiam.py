@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import SimsiamLoss, build_loss
 from tests.loss_reference import assert_same_value_and_gradients, tensors, unit
 from tests.tiny_data import tiny_recipe, train_tiny

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import SwavLoss, build_loss, sinkhorn
 from tests.loss_reference import (
     ShardedLoss,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.losses import VicregLoss, build_loss
 from tests.loss_reference import (
     ShardedLoss,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from hookbus.engine.config import BackboneConfig, Config
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import Config, validate_config
+from hookbus.engine.config import BackboneConfig
 from hookbus.engine.errors import ConfigError
 from hookbus.parts.losses.build import LOSSES, MODEL_PARTS
 from hookbus.parts.models import BACKBONES

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.models.presets import ViTSizes
 from hookbus.parts.models.rope import RopeAttention, rope_periods, rope_sin_cos, use_rope
 from hookbus.parts.models.vit import ViTBackbone

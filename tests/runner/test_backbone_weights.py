@@ -20,8 +20,8 @@ from torch import nn
 
 from hookbus import SSLTrainer
 from hookbus.cli import main
+from hookbus.config import validate_config
 from hookbus.engine.config import BackboneConfig
-from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.config.model_names import canonical_backbone_name
 from hookbus.engine.errors import ConfigError
 from hookbus.export import export_backbone

@@ -11,7 +11,7 @@ from torchvision.models import resnet18, resnet50
 
 from hookbus import SSLTrainer
 from hookbus.cli import main
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.parts.models import SmallCNN, build_model
 from hookbus.parts.models.resnet import build_resnet

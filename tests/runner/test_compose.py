@@ -12,7 +12,7 @@ import yaml
 import hookbus
 from hookbus.cli import main
 from hookbus.compose import compose, compose_short_yaml, method_names
-from hookbus.engine.config.config_io import load_config, validate_config
+from hookbus.config import load_config, validate_config
 from hookbus.engine.errors import ConfigError, DataError
 from hookbus.train_call import override_lines
 from tests.photos import make_photo_folder

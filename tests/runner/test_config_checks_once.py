@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from hookbus.cli import main
-from hookbus.engine.config_io import validate_config
-from hookbus.engine.distributed import check_device
-from hookbus.engine.methods import check_method, check_views
-from hookbus.engine.run_lock import check_run_dir
+from hookbus.config import validate_config
+from hookbus.engine.checkpoint.run_lock import check_run_dir
+from hookbus.engine.methods.entries import check_method, check_views
+from hookbus.engine.process.distributed import check_device
 from hookbus.parts.models.build import check_backbone_options
 from hookbus.parts.models.compiled import check_compile
 from hookbus.parts.sharding import check_strategy

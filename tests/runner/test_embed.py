@@ -15,13 +15,14 @@ import hookbus
 from benchmarks import bench_embed
 from hookbus import Config, embed_images, save_embeddings
 from hookbus.cli import main
+from hookbus.config import validate_config
 from hookbus.engine.checkpoint.checkpoint_io import (
     FORMAT,
     checkpoint_name,
     point_to_newest,
     save_atomic,
 )
-from hookbus.engine.config.config_io import config_to_yaml, validate_config
+from hookbus.engine.config.config_io import config_to_yaml
 from hookbus.export import export_backbone
 from hookbus.parts.models import SmallCNN, build_model
 from tests.conftest import tiny_config

@@ -56,64 +56,74 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
 # Writing over its own inputs ---------------------------------------------------------
 
 
-def test_an_input_image_inside_the_folder_is_refused_and_kept(
-    run: Path, photos: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def into_the_folder(photos: Path, tmp_path: Path) -> tuple[Path, list[str], Path, str]:
     image = photos / "test" / "china" / "000.jpg"
-    before = image.read_bytes()
-    assert embed(run, photos, "--out", image, "--format", "pt", "--overwrite") == 2
-    assert f"is inside the image folder {photos}, an input" in one_error_line(capsys)
-    assert image.read_bytes() == before
+    arguments = [str(photos), "--out", str(image), "--format", "pt", "--overwrite"]
+    return image, arguments, image, f"is inside the image folder {photos}, an input"
 
 
-def test_an_input_image_named_as_a_file_is_refused_and_kept(
-    run: Path, photos: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def onto_the_image_itself(photos: Path, tmp_path: Path) -> tuple[Path, list[str], Path, str]:
     image = photos / "test" / "china" / "001.jpg"
-    before = image.read_bytes()
-    assert embed(run, image, "--out", image, "--format", "npz", "--overwrite") == 2
-    assert f"is the input image {image}" in one_error_line(capsys)
-    assert image.read_bytes() == before
+    arguments = [str(image), "--out", str(image), "--format", "npz", "--overwrite"]
+    return image, arguments, image, f"is the input image {image}"
 
 
-def test_a_new_file_inside_an_input_folder_is_refused(
-    run: Path, photos: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert embed(run, photos, "--out", photos / "train" / "emb.pt") == 2
-    assert "is inside the image folder" in one_error_line(capsys)
-    assert not (photos / "train" / "emb.pt").exists()
+def a_new_file_in_the_folder(photos: Path, tmp_path: Path) -> tuple[Path, list[str], Path, str]:
+    out = photos / "train" / "emb.pt"
+    return out, [str(photos), "--out", str(out)], photos / "train", "is inside the image folder"
 
 
-def test_a_symbolic_link_to_an_input_image_is_refused(
-    run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def a_symbolic_link_to_an_image(photos: Path, tmp_path: Path) -> tuple[Path, list[str], Path, str]:
     image = photos / "test" / "flower" / "000.jpg"
-    before = image.read_bytes()
     link = tmp_path / "emb.pt"
     link.symlink_to(image)
-    assert embed(run, photos, "--out", link, "--overwrite") == 2
-    assert "is inside the image folder" in one_error_line(capsys)
-    assert image.read_bytes() == before and link.is_symlink()
+    return link, [str(photos), "--out", str(link), "--overwrite"], image, "inside the image folder"
 
 
-def test_a_hard_link_to_an_input_image_is_refused(
-    run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def a_hard_link_to_an_image(photos: Path, tmp_path: Path) -> tuple[Path, list[str], Path, str]:
     image = photos / "train" / "flower" / "002.jpg"
     link = tmp_path / "emb.csv"
     os.link(image, link)
-    assert embed(run, photos, "--out", link, "--overwrite") == 2
-    assert f"is the input image {image} (a hard link to it)" in one_error_line(capsys)
-    assert link.read_bytes() == image.read_bytes()
+    arguments = [str(photos), "--out", str(link), "--overwrite"]
+    return link, arguments, image, f"is the input image {image} (a hard link to it)"
 
 
-def test_a_dotdot_path_into_the_input_folder_is_refused(
-    run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def a_dotdot_path_into_the_folder(
+    photos: Path, tmp_path: Path
+) -> tuple[Path, list[str], Path, str]:
     (tmp_path / "side").mkdir()
     out = tmp_path / "side" / ".." / "photos" / "test" / "emb.pt"
-    assert embed(run, photos, "--out", out) == 2
-    assert "is inside the image folder" in one_error_line(capsys)
+    return out, [str(photos), "--out", str(out)], photos / "test", "is inside the image folder"
+
+
+OVER_INPUTS = {
+    "an input image inside the folder": into_the_folder,
+    "the input image named as a file": onto_the_image_itself,
+    "a new file inside an input folder": a_new_file_in_the_folder,
+    "a symbolic link to an input image": a_symbolic_link_to_an_image,
+    "a hard link to an input image": a_hard_link_to_an_image,
+    "a .. path into the input folder": a_dotdot_path_into_the_folder,
+}
+"""Outputs that are, or lie inside, an input: each makes ``(out, embed's arguments after
+the run, the input it must leave as it was, the words of the refusal)``."""
+
+
+def contents(path: Path) -> dict[str, bytes]:
+    """The bytes of the file ``path``, or of every file under the folder ``path``."""
+    if path.is_file():
+        return {path.name: path.read_bytes()}
+    return {str(file): file.read_bytes() for file in sorted(path.rglob("*")) if file.is_file()}
+
+
+@pytest.mark.parametrize("case", list(OVER_INPUTS))
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(
+    case: str, run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, arguments, kept, said = OVER_INPUTS[case](photos, tmp_path)
+    before, was_link = contents(kept), out.is_symlink()
+    assert embed(run, *arguments) == 2
+    assert said in one_error_line(capsys)
+    assert contents(kept) == before and out.is_symlink() == was_link
 
 
 # Images it cannot use: refused in one line, or skipped and listed ----------------------
@@ -149,12 +159,34 @@ def plant_strip(photos: Path) -> Path:
     return strip
 
 
+def plant_empty(photos: Path) -> Path:
+    empty = photos / "test" / "empty.jpg"
+    empty.write_bytes(b"")
+    return empty
+
+
+def plant_dev_zero(photos: Path) -> Path:
+    link = photos / "test" / "zero.jpg"
+    link.symlink_to("/dev/zero")
+    return link
+
+
+def plant_sparse(photos: Path) -> Path:
+    sparse = photos / "test" / "huge.jpg"
+    with sparse.open("wb") as file:
+        file.truncate(8 << 30)
+    return sparse
+
+
 PLANTED = {
     "a broken link": (plant_broken_link, "is a broken symbolic link"),
     "a FIFO named .jpg": (plant_fifo, "is a FIFO (named pipe), not a regular file"),
     "a symbolic link loop": (plant_loop, "is a symbolic link loop"),
     "a truncated JPEG": (plant_corrupt, "cannot read image"),
     "a 60000 x 1 strip": (plant_strip, "over the 67108864 embed takes"),
+    "an empty .jpg": (plant_empty, "cannot read image"),
+    "a link to /dev/zero named .jpg": (plant_dev_zero, "not a regular file"),
+    "an 8 GiB sparse .jpg": (plant_sparse, "MiB"),
 }
 
 
@@ -289,46 +321,8 @@ def test_a_read_only_folder_is_one_line_exit_1(
         assert os.listdir(folder) == []
 
 
-# More classes of the bad-input table: empty, a device, a sparse giant, a folder where a
-# file belongs, an unreadable folder, an image removed during the run, a kill ------------
-
-
-def plant_empty(photos: Path) -> Path:
-    empty = photos / "test" / "empty.jpg"
-    empty.write_bytes(b"")
-    return empty
-
-
-def plant_dev_zero(photos: Path) -> Path:
-    link = photos / "test" / "zero.jpg"
-    link.symlink_to("/dev/zero")
-    return link
-
-
-def plant_sparse(photos: Path) -> Path:
-    sparse = photos / "test" / "huge.jpg"
-    with sparse.open("wb") as file:
-        file.truncate(8 << 30)
-    return sparse
-
-
-MORE = {
-    "an empty .jpg": (plant_empty, "cannot read image"),
-    "a link to /dev/zero named .jpg": (plant_dev_zero, "not a regular file"),
-    "an 8 GiB sparse .jpg": (plant_sparse, "MiB"),
-}
-
-
-@pytest.mark.parametrize("case", list(MORE))
-def test_more_unusable_images_are_one_line_naming_them(
-    case: str, run: Path, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    plant, message = MORE[case]
-    planted = plant(photos)
-    assert embed(run, photos, "--out", tmp_path / "emb.pt") == 2
-    error = one_error_line(capsys)
-    assert str(planted) in error and message in error
-    assert not (tmp_path / "emb.pt").exists()
+# More classes of the bad-input table: a folder where a file belongs, an unreadable
+# folder, an image removed during the run, a kill ----------------------------------------
 
 
 def test_a_folder_named_like_an_image_given_as_one_is_refused(
@@ -362,27 +356,17 @@ def test_a_folder_that_cannot_be_listed_is_one_line_or_skipped(
     """In a ``hookbus embed`` process for which permissions hold (root's override
     dropped with setpriv): a real mode 000 folder."""
     locked = photos / "train" / "china"
-    locked.chmod(0)
     prefix = WITHOUT_OVERRIDE if os.geteuid() == 0 else []
-    arguments = ["-m", "hookbus", "embed", str(run), str(photos), "-q", "--num-workers", "0"]
+    command = [*prefix, sys.executable, "-m", "hookbus", "embed", str(run), str(photos), "-q"]
+    command += ["--num-workers", "0"]
+
+    def embedded(*arguments: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*command, *map(str, arguments)], capture_output=True, text=True)
+
+    locked.chmod(0)
     try:
-        refused = subprocess.run(
-            [*prefix, sys.executable, *arguments, "--out", str(tmp_path / "a.pt")],
-            capture_output=True,
-            text=True,
-        )
-        skipped = subprocess.run(
-            [
-                *prefix,
-                sys.executable,
-                *arguments,
-                "--skip-unreadable",
-                "--out",
-                str(tmp_path / "b.pt"),
-            ],
-            capture_output=True,
-            text=True,
-        )
+        refused = embedded("--out", tmp_path / "a.pt")
+        skipped = embedded("--skip-unreadable", "--out", tmp_path / "b.pt")
     finally:
         locked.chmod(0o755)
     assert refused.returncode == 2 and refused.stderr == (

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from hookbus.cli import main
+from hookbus.config import validate_config
 from hookbus.engine.checkpoint.checkpoint_io import load_checkpoint
-from hookbus.engine.config.config_io import validate_config
 from hookbus.eval_cache import CACHE_DIR
 from hookbus.export import export_backbone
 from hookbus.parts.meters.frozen_eval import knn_accuracy

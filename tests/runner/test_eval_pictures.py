@@ -17,7 +17,7 @@ from sklearn.neighbors import NearestNeighbors
 from tensorboardX.proto.event_pb2 import Event
 
 from hookbus.cli import main
-from hookbus.engine.config.config_io import load_config
+from hookbus.config import load_config
 from hookbus.eval_data import labelled_data
 from hookbus.eval_features import SplitFeatures
 from hookbus.pictures import (

@@ -12,8 +12,7 @@ import torch
 
 from hookbus import SSLTrainer, default_hooks
 from hookbus.cli import main
-from hookbus.engine.config import Config
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import Config, validate_config
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.parts.data.build import collates
 from hookbus.parts.data.ijepa_masks import BlockMaskCollate

@@ -24,7 +24,7 @@ from PIL import Image
 
 from hookbus import DataError
 from hookbus.cli import main
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.parts.data import ImageFolderDataset, build_data_loaders
 from hookbus.parts.data.loader import worker_message
 

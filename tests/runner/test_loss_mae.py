@@ -20,8 +20,8 @@ from torchvision.models.vision_transformer import VisionTransformer
 
 from hookbus import SSLTrainer
 from hookbus.cli import main
-from hookbus.engine.config import BackboneConfig, Config
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import Config, validate_config
+from hookbus.engine.config import BackboneConfig
 from hookbus.engine.errors import ConfigError
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.parts.losses import MaeLoss, build_loss

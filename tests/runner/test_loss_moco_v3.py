@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from hookbus import SSLTrainer, load_config
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.hook_set import method_hooks
 from hookbus.hooks.methods.momentum_teacher import MomentumTeacherHook
 from hookbus.parts.losses import MocoV3Loss, build_loss

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from hookbus import FakeEngine, SSLEvents, SSLTrainer
 from hookbus.cli import main
+from hookbus.config import validate_config
 from hookbus.engine.config import BackboneConfig
-from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
 from hookbus.hook_set import method_hooks
 from hookbus.hooks.checkpoint import CheckpointHook

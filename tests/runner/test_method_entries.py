@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from hookbus import default_hooks
+from hookbus.config import Config, validate_config
 from hookbus.engine.bus.hook_registry import HOOKS
-from hookbus.engine.config import Config
-from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
 from hookbus.engine.methods.entries import (
     METHODS,
@@ -28,6 +27,7 @@ from hookbus.engine.methods.entries import (
     section_readers,
 )
 from hookbus.hook_set import method_hooks
+from hookbus.methods import METHOD_ENTRIES, loss_names
 from hookbus.parts.losses.build import LOSSES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,13 +173,27 @@ def test_an_unknown_part_is_refused_when_an_entry_is_declared() -> None:
         MethodSpec(name="odd", title="Odd", parts=("decoder",))
 
 
-def test_the_methods_section_classes_import_from_the_config_as_before() -> None:
-    from hookbus.engine.config import MaeDecoderConfig, MocoConfig
+def test_the_whole_config_declares_each_methods_settings() -> None:
+    from hookbus.parts.config import LOSS_NAMES
+    from hookbus.parts.settings.mae import MaeDecoderConfig
+    from hookbus.parts.settings.moco import MocoConfig
 
     assert Config().loss.moco.queue_size == MocoConfig().queue_size == 1024
     assert Config().model.mae_decoder == MaeDecoderConfig()
-    with pytest.raises(ImportError):
-        from hookbus.engine.config import NoSuchConfig  # noqa: F401
+    assert loss_names() == LOSS_NAMES
+    assert Config().loss.name == default_method().name
+    for spec in METHOD_ENTRIES:
+        if spec.section is not None:
+            assert (
+                Config.model_fields["loss"].annotation.model_fields[spec.name].annotation
+                is spec.section
+            )
+        if spec.model_section is not None:
+            own = spec.model_section
+            assert (
+                Config.model_fields["model"].annotation.model_fields[own.key].annotation
+                is own.section
+            )
 
 
 @pytest.mark.parametrize(
@@ -334,7 +348,7 @@ sys.modules["torch"] = None
 import hookbus.engine.config
 for module in pkgutil.iter_modules(hookbus.engine.config.__path__):
     importlib.import_module("hookbus.engine.config." + module.name)
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import validate_config
 from hookbus.engine.errors import ConfigError
 cfg = validate_config({"loss": {"name": "moco", "moco": {"queue_size": 8}}})
 try:
@@ -385,18 +399,8 @@ def test_every_name_the_config_module_had_still_imports_from_it() -> None:
         "PrototypesConfig",
         "LinearEvalConfig",
         "FineTuneConfig",
-        "MaeDecoderConfig",
         "ModelConfig",
-        "MocoConfig",
-        "ByolConfig",
-        "MocoV3Config",
-        "SwavConfig",
-        "DinoConfig",
-        "BarlowTwinsConfig",
-        "VicregConfig",
-        "NnclrConfig",
         "CrossEntropyConfig",
-        "MaeConfig",
         "LossConfig",
         "OptimizerConfig",
         "KnnMeterConfig",
@@ -419,6 +423,16 @@ def test_every_name_the_config_module_had_still_imports_from_it() -> None:
     ]
     missing = [name for name in names if getattr(config_package, name, None) is None]
     assert missing == []
+
+
+def test_each_methods_settings_import_from_its_settings_module_only() -> None:
+    import hookbus.engine.config as config_package
+
+    for spec in METHOD_ENTRIES:
+        for section in (spec.section, spec.model_section and spec.model_section.section):
+            if section is not None:
+                assert section.__module__ == f"hookbus.parts.settings.{spec.name}"
+                assert not hasattr(config_package, section.__name__)
 
 
 def test_linear_evaluation_and_fine_tuning_share_their_classifier_settings() -> None:

@@ -8,8 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from hookbus.engine.config import Config
-from hookbus.engine.config.config_io import validate_config
+from hookbus.config import Config, validate_config
 from hookbus.engine.methods.entries import METHODS, MethodSpec, methods_in_order
 from hookbus.parts.models import build_model
 from hookbus.parts.models.build import BACKBONES, backbone_config, method_model_builder

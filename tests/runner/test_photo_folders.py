@@ -17,9 +17,9 @@ from PIL import Image
 
 from hookbus import DATASETS, DataError
 from hookbus.cli import main
+from hookbus.config import validate_config
 from hookbus.embed_data import ImageFiles
 from hookbus.engine.config import TorchvisionAugmentConfig
-from hookbus.engine.config.config_io import validate_config
 from hookbus.hooks.unreadable_images import UNREADABLE_FILE, UnreadableImagesHook
 from hookbus.parts.data import build_data_loaders
 from hookbus.parts.data.transforms import clean_transform

@@ -28,7 +28,7 @@ def ran(monkeypatch: pytest.MonkeyPatch) -> list[argparse.Namespace]:
     """The arguments each command would run with (the commands themselves do not run)."""
     seen: list[argparse.Namespace] = []
 
-    def record(args: argparse.Namespace) -> int:
+    def record(args: argparse.Namespace, composed: object) -> int:
         seen.append(args)
         return 0
 

@@ -11,8 +11,8 @@ import pytest
 
 from hookbus import ConfigError, SSLTrainer
 from hookbus.cli import main
+from hookbus.config import Config
 from hookbus.engine.checkpoint.checkpoint_io import POINTER_NAME, load_checkpoint
-from hookbus.engine.config import Config
 from hookbus.engine.config.config_changes import (
     check_epochs,
     check_world_size,

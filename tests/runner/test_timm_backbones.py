@@ -16,8 +16,8 @@ from torch import nn
 
 from hookbus import SSLTrainer
 from hookbus.cli import main
+from hookbus.config import validate_config
 from hookbus.engine.config import BackboneConfig
-from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.parts.models import BACKBONES, build_model

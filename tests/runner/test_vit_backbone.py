@@ -13,8 +13,8 @@ from torchvision.models.vision_transformer import VisionTransformer
 
 from hookbus import Hook, SSLTrainer, default_hooks, load_config
 from hookbus.cli import main
+from hookbus.config import validate_config
 from hookbus.engine.config import BackboneConfig
-from hookbus.engine.config.config_io import validate_config
 from hookbus.hook_set import method_hooks
 from hookbus.hooks.checkpoint import CheckpointHook
 from hookbus.parts.models import BACKBONES, build_model

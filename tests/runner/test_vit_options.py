@@ -11,8 +11,8 @@ import pytest
 import torch
 from torchvision.models.vision_transformer import VisionTransformer
 
+from hookbus.config import validate_config
 from hookbus.engine.config import BackboneConfig
-from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.errors import ConfigError
 from hookbus.parts.models import BACKBONES, build_model
 from hookbus.parts.models.build import zero_classifier_weights
