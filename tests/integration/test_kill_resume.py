@@ -110,6 +110,27 @@ METHODS = {
         },
         "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
     },
+    # DINOv3's adaptation phase from epoch 7 of 12: the kill falls in the first half of
+    # training, so the resumed run starts the phase (larger views and Gram teacher)
+    "dinov3_adaptation": {
+        "loss": {
+            "name": "dinov3",
+            "dinov3": {
+                "gram_start": 5,
+                "gram_image_size": 12,
+                "adaptation_epoch": 7,
+                "adaptation_image_size": 12,
+                "adaptation_small_size": 8,
+                "adaptation_gram_image_size": 16,
+            },
+        },
+        "model": {
+            "backbone": {"name": "vit_tiny", "vit": TINY_VIT},
+            "head": {"dims": ["backbone", 16, 8]},
+            "prototypes": {"count": 12, "weight_norm": True},
+        },
+        "data": {"small_views": {"count": 2, "size": 6, "crop_area": [0.3, 0.6]}},
+    },
     # SIGReg's directions from torch's generator, no teacher
     "lejepa": {
         "loss": {"name": "lejepa", "lejepa": {"slices": 16}},
