@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from hookbus.cli import main
-from hookbus.config import validate_config
 from hookbus.engine.checkpoint.run_lock import check_run_dir
+from hookbus.engine.config.config_io import validate_config
 from hookbus.engine.methods.entries import check_method, check_views
 from hookbus.engine.process.distributed import check_device
 from hookbus.parts.models.build import check_backbone_options
