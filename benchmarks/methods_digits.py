@@ -16,6 +16,11 @@ the run's seed, as the run built its own, saved as an exported backbone and eval
 with the run's ``config.yaml`` as its recipe). A run directory that already holds both
 ``eval.json`` files is read, not trained again.
 
+``--threads N`` runs every training with ``machine.num_threads=N`` and every evaluation
+with ``OMP_NUM_THREADS=N``: on cores that other jobs keep busy, a pool of 2 torch
+threads made the tiny ViT's steps 30 times slower than one thread (3.2 s a step against
+the 0.1 s of an idle machine); a run's numbers may depend on its thread count.
+
 It prints one Markdown row per method: the mean kNN top-1 over the seeds with its
 spread (max - min) and the seeds' values, the linear probe, the random-init kNN and
 probe, the kNN gain over random init, the mean wall time of a training run (process
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -113,7 +119,7 @@ def timed(command: list[str]) -> tuple[float, float]:
     return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def run(method: str, seed: int, out: Path) -> Run:
+def run(method: str, seed: int, out: Path, threads: int | None = None) -> Run:
     """Train ``method``'s recipe with ``seed`` from scratch (unless both evaluations are
     there already) and evaluate the trained and the random-init encoder."""
     run_dir = out / f"{method}_seed{seed}"
@@ -131,6 +137,7 @@ def run(method: str, seed: int, out: Path) -> Run:
                 str(recipe),
                 f"trainer.seed={seed}",
                 *OVERRIDES.get(method, []),
+                *([f"machine.num_threads={threads}"] if threads else []),
                 f"checkpoint.dir={run_dir}",
                 "hooks.evaluation_report.enabled=false",
                 "hooks.progress_bar.enabled=false",
@@ -172,7 +179,15 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "methods_digits")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads of the runs (machine.num_threads) and of the evaluations "
+        "(OMP_NUM_THREADS); default: the recipes' (the cores)",
+    )
     args = parser.parse_args()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
     print(
         "| method | kNN top-1 (k=20), mean ± spread | per seed | linear probe "
         "| random init kNN | random init probe | kNN gain (points) | train wall s/run "
@@ -180,7 +195,7 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for method in args.methods:
-        runs = [run(method, seed, args.out) for seed in args.seeds]
+        runs = [run(method, seed, args.out, args.threads) for seed in args.seeds]
         print(row(method, runs), flush=True)
     return 0
 
