@@ -24,6 +24,9 @@ UNIT_FLOORS = {"kernel": 0, "parts": 1, "hooks": 2, "steps": 2}
 ROOMS = {"hookbus.engine": "kernel", "hookbus.parts": "parts", "hookbus.hooks": "hooks"}
 ROOMS |= {"hookbus.steps": "steps"}
 OPEN_FLOORS = ("runner", "integration")
+CONFIG = ("hookbus.config", "hookbus.parts.config")
+"""The whole config (the method sections included), which the tests of every floor build to
+drive what they test: it counts as the lowest floor's, as ``tiny_config`` does."""
 HARNESS = ("hookbus.testing", "hookbus.engine.bus.testing", "hookbus.trainer")
 """What any floor's tests may drive: the fake engine, the tiny config and the trainer."""
 PROCESSES = ("subprocess", "multiprocessing", "torch.multiprocessing", "tests.torchrun")
@@ -33,6 +36,8 @@ PROCESSES += ("tests.kill_harness",)
 
 def floor_of(module: str) -> str:
     """The test floor of a library module: its room below the runner, else ``runner``."""
+    if module in CONFIG:
+        return "kernel"
     for room, floor in ROOMS.items():
         if module == room or module.startswith(room + "."):
             return floor
@@ -41,7 +46,7 @@ def floor_of(module: str) -> str:
 
 def imported_modules(path: Path) -> set[str]:
     """Every module the file imports; a name of the public face ``hookbus`` counts as the
-    module that defines it (``from hookbus import Config`` imports ``hookbus.engine.config``)."""
+    module that defines it (``from hookbus import Config`` imports ``hookbus.parts.config``)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
