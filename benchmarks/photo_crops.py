@@ -41,7 +41,7 @@ def photographs() -> dict[str, Image.Image]:
     """The eight photographs by name, RGB."""
     skimage = find_spec("skimage")
     if skimage is None or not skimage.submodule_search_locations:
-        raise SystemExit("bench_eval needs scikit-image's photographs: pip install scikit-image")
+        raise SystemExit("bench_eval needs scikit-image's photographs: pip install -e .[bench]")
     from sklearn.datasets import load_sample_images
 
     sample = load_sample_images()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import hookbus.hooks.checkpoint as checkpoint_hook_module
-import hookbus.trainer as trainer_module
+import hookbus.run_start as run_start_module
 from hookbus import CheckpointError, SSLTrainer, UserError
 from hookbus.cli import main
 from hookbus.engine.checkpoint.checkpoint_io import (
@@ -171,7 +171,7 @@ def test_a_full_disk_at_the_start_is_one_line_exit_1(
     def disk_full(path: Path, text: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(trainer_module, "write_text_atomic", disk_full)
+    monkeypatch.setattr(run_start_module, "write_text_atomic", disk_full)
     recipe = str(Path(__file__).resolve().parents[2] / "configs" / "simclr_digits.yaml")
     args = ["train", recipe, f"checkpoint.dir={tmp_path}", "optimizer.num_epochs=1", "-q"]
     assert main(args) == 1

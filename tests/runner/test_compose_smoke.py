@@ -25,9 +25,7 @@ REFUSED = {
     ("mae", "resnet18"),
     ("mae", "timm:vit_tiny_patch16_224"),
     ("ibot", "resnet18"),
-    ("ibot", "timm:vit_tiny_patch16_224"),
     ("dinov2", "resnet18"),
-    ("dinov2", "timm:vit_tiny_patch16_224"),
     ("ijepa", "resnet18"),
 }
 """The pairs that cannot train: the method masks patch tokens the backbone has not."""
