@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from tests.photos import random_crop
+
 SKIMAGE_PHOTOS = (
     "astronaut",
     "chelsea",
@@ -60,25 +62,6 @@ def photographs() -> dict[str, Image.Image]:
     return {name: found[name] for name in SKLEARN_PHOTOS + SKIMAGE_PHOTOS}
 
 
-def crop(photo: Image.Image, size: int, rng: np.random.Generator) -> Image.Image:
-    """A random crop of ``photo`` (15-60% of its area, aspect 3/4-4/3, flipped half of
-    the time), resized to a shorter side of ``size``."""
-    width, height = photo.size
-    area = width * height * rng.uniform(0.15, 0.6)
-    aspect = float(np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3))))
-    crop_w = min(width, round((area * aspect) ** 0.5))
-    crop_h = min(height, round((area / aspect) ** 0.5))
-    left = int(rng.integers(0, width - crop_w + 1))
-    top = int(rng.integers(0, height - crop_h + 1))
-    piece = photo.crop((left, top, left + crop_w, top + crop_h))
-    if rng.random() < 0.5:
-        piece = piece.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-    short = min(crop_w, crop_h)
-    return piece.resize(
-        (round(crop_w * size / short), round(crop_h * size / short)), Image.Resampling.BILINEAR
-    )
-
-
 def write_folder(root: Path, size: int) -> Path:
     """The labelled folder of 1,000 crops under ``root`` (``train/`` and ``test/``, one
     folder per photograph), the same files for the same ``size``."""
@@ -88,5 +71,5 @@ def write_folder(root: Path, size: int) -> Path:
             folder = root / split / name
             folder.mkdir(parents=True, exist_ok=True)
             for index in range(count):
-                crop(photo, size, rng).save(folder / f"{index:03d}.jpg", quality=90)
+                random_crop(photo, size, rng).save(folder / f"{index:03d}.jpg", quality=90)
     return root

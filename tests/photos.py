@@ -55,7 +55,7 @@ def photograph(name: str) -> Image.Image:
     return _photographs()[name].copy()
 
 
-def _random_crop(photo: Image.Image, size: int, rng: np.random.Generator) -> Image.Image:
+def random_crop(photo: Image.Image, size: int, rng: np.random.Generator) -> Image.Image:
     """A crop of ``photo`` at a random scale, aspect and position, flipped left-right
     half of the time, resized so its shorter side is ``size``."""
     width, height = photo.size
@@ -88,7 +88,7 @@ def make_photo_folder(root: Path, *, per_class: int, size: int, seed: int = 0) -
             folder = root / split / name
             folder.mkdir(parents=True, exist_ok=True)
             for index in range(per_class):
-                _random_crop(photo, size, rng).save(folder / f"{index:03d}.jpg", quality=90)
+                random_crop(photo, size, rng).save(folder / f"{index:03d}.jpg", quality=90)
     return root
 
 
