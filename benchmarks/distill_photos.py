@@ -1,6 +1,7 @@
-"""Distillation on real photographs: a small student distilled from a teacher that hookbus
-trained, against the same student trained by SimCLR from scratch for as many epochs; kNN
-and a 10-per-class linear probe on a labelled folder of photographs.
+"""Distillation and continued training on real photographs: a small student distilled from
+a teacher that hookbus trained, against the same student trained by SimCLR from scratch for
+as many epochs, and against the same SimCLR run started from a trained model's weights;
+kNN and a 10-per-class linear probe on a labelled folder of photographs.
 
 The folder is :mod:`benchmarks.photo_crops`'s: 1,000 crops of eight photographs that ship
 with scikit-learn and scikit-image, one class each, 800 train and 200 test images, written
@@ -9,9 +10,12 @@ ResNet-18) trained for ``--teacher-epochs`` on the train folder at seed 100. Per
 student (hookbus's small CNN, ``--width``: 4 x width features) is trained ``--epochs``
 epochs two ways, with the recipe's data, views, optimizer and schedule: distilled from the
 teacher's checkpoint (``loss.name: distillation``, global loss, the run's own projection
-instead of ``model.head``) and by SimCLR (the recipe with the student's backbone). Each
-run ends with its evaluation report (kNN top-1, k 20, and the probe; the start and the
-trained encoder).
+instead of ``model.head``), by SimCLR (the recipe with the student's backbone), and by
+SimCLR from the weights (``model.backbone.weights``) of a SimCLR run of the same student
+trained ``--source-epochs`` at seed 100. Each run ends with its evaluation report (kNN
+top-1, k 20, and the probe; the start, which is the loaded weights for a run from
+weights, and the trained encoder). A run whose directory holds its report already is
+read back, not trained again.
 
     python benchmarks/distill_photos.py --seeds 0 1 2
 
@@ -67,11 +71,21 @@ def student_configs(out: Path, width: int, teacher: Path) -> tuple[Path, Path]:
     return paths
 
 
+def trained(config: str, run: Path, overrides: list[str]) -> dict:
+    """The evaluation report of ``run``: read back when the run has one, else trained."""
+    report = run / "evaluation.json"
+    if report.exists():
+        print(f"  {run.name}: read back, {report.read_text()}", flush=True)
+        return json.loads(report.read_text())
+    return train(config, run, overrides)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--teacher-epochs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--source-epochs", type=int, default=6)
     parser.add_argument("--width", type=int, default=16)
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--out", type=Path, default=Path("runs/distill_photos"))
@@ -87,18 +101,35 @@ def main() -> None:
     ]
     teacher = args.out / "teacher"
     print(f"== teacher: {RECIPE.name}, {args.teacher_epochs} epochs", flush=True)
-    teacher_report = train(
+    teacher_report = trained(
         str(RECIPE),
         teacher,
         [*common, "trainer.seed=100", f"optimizer.num_epochs={args.teacher_epochs}"],
     )
     simclr, distilled = student_configs(args.out, args.width, teacher / "checkpoint.torch")
-    rows: dict[str, list[dict]] = {"distilled": [], "SimCLR from scratch": []}
+    source = args.out / "simclr_source"
+    print(f"== source of the continued runs: {args.source_epochs} epochs", flush=True)
+    trained(
+        str(simclr),
+        source,
+        [*common, "trainer.seed=100", f"optimizer.num_epochs={args.source_epochs}"],
+    )
+    arms = {
+        "distilled": (distilled, "distilled", []),
+        "SimCLR from scratch": (simclr, "simclr", []),
+        "SimCLR from the source's weights": (
+            simclr,
+            "continued",
+            [f"model.backbone.weights={source / 'checkpoint.torch'}"],
+        ),
+    }
+    rows: dict[str, list[dict]] = {label: [] for label in arms}
     for seed in args.seeds:
-        for label, config in (("distilled", distilled), ("SimCLR from scratch", simclr)):
-            run = args.out / f"{label.split()[0].lower()}_s{seed}"
+        for label, (config, prefix, extra) in arms.items():
             overrides = [*common, f"trainer.seed={seed}", f"optimizer.num_epochs={args.epochs}"]
-            rows[label].append(train(str(config), run, overrides))
+            rows[label].append(
+                trained(str(config), args.out / f"{prefix}_s{seed}", overrides + extra)
+            )
     results = {"teacher": teacher_report, "students": rows}
     (args.out / "distill_photos.json").write_text(json.dumps(results, indent=2))
     print(
@@ -115,11 +146,11 @@ def main() -> None:
             f"| width {args.width}, {label} | {seeds} | {statistics.mean(knn):.3f} | "
             f"{' '.join(f'{p:.3f}' for p in probe)} | {statistics.mean(probe):.3f} |"
         )
-    trained = teacher_report["trained"]
+    final = teacher_report["trained"]
     print(
         f"| teacher, ResNet-18, {args.teacher_epochs} epochs of SimCLR | "
-        f"{teacher_report['random init']['knn_top1']:.3f}->{trained['knn_top1']:.3f} | | "
-        f"{trained['probe_top1']:.3f} | |"
+        f"{teacher_report['random init']['knn_top1']:.3f}->{final['knn_top1']:.3f} | | "
+        f"{final['probe_top1']:.3f} | |"
     )
 
 
