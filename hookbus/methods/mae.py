@@ -9,16 +9,29 @@ from hookbus.engine.methods.entries import MethodSpec, ModelSection, Views, regi
 from hookbus.parts.config import Config
 from hookbus.parts.settings.mae import MaeConfig, MaeDecoderConfig
 
+MAE_BACKBONES = (
+    "model.backbone.name must be vit_tiny, vit_s16, vit_b16 or timm's VisionTransformer "
+    "(timm:<name>, such as timm:vit_small_patch16_224)"
+)
+"""The backbones MAE trains, as its refusals name them."""
+
 
 def check_mae(cfg: Config) -> None:
-    """MAE encodes the visible patches with a ViT and has no projection head, predictor or
-    prototypes (its one view is checked by the shared rule)."""
+    """MAE encodes the visible patches with a ViT (hookbus's ``vit_*``, timm's
+    ``VisionTransformer`` by ``timm:<name>``, or a ViT from Python) and has no projection
+    head, predictor or prototypes (its one view is checked by the shared rule)."""
     model = cfg.model
     name = model.backbone.name
-    if not name.startswith("vit_") and not cfg.from_python.backbone:
+    if name.startswith("timm:") and not cfg.from_python.backbone:
+        from hookbus.parts.models.timm_any import timm_patch_size
+
+        try:
+            timm_patch_size(name.removeprefix("timm:"))
+        except ValueError as error:
+            raise ValueError(f"loss.name mae: {error}; {MAE_BACKBONES}") from None
+    elif not name.startswith("vit_") and not cfg.from_python.backbone:
         raise ValueError(
-            "loss.name mae masks the patches of a Vision Transformer: model.backbone.name "
-            f"must be vit_tiny, vit_s16 or vit_b16 (got {name})"
+            f"loss.name mae masks the patches of a Vision Transformer: {MAE_BACKBONES} (got {name})"
         )
     if model.predictor.dims or model.prototypes.count:
         raise ValueError(
@@ -34,11 +47,11 @@ def check_mae(cfg: Config) -> None:
 
 
 def compose_mae(setting: Setting) -> dict[str, Any]:
-    """MAE (hookbus's ViTs only): one view, a random crop and nothing else, 75% of the
+    """MAE (hookbus's ViTs, or a timm ViT): one view, a random crop and nothing else, 75% of the
     patches masked, a decoder of width 64, 2 blocks and 4 heads (256 wide, 4 blocks, 8
     heads on a machine with CUDA), the pixels' own normalisation off on tiny images (as
     the digits recipe), batches of 64 at most, weight decay 0.05."""
-    setting.needs_patch_tokens("mae")
+    setting.needs_patch_tokens("mae", timm_vit=True)
     decoder = {"width": 64, "depth": 2, "heads": 4}
     if not setting.laptop:
         decoder = {"width": 256, "depth": 4, "heads": 8}

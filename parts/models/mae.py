@@ -4,12 +4,15 @@ predicts the pixels of all of them from the encoded ones and mask tokens."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 from torch import Tensor, nn
 
 from hookbus.parts.config import Config
 from hookbus.parts.models.drop_path import global_batch_noise
 from hookbus.parts.models.ssl_model import ModelOutput
+from hookbus.parts.models.timm_any import TimmViTTokens, is_timm_vit
 from hookbus.parts.models.token_transformer import TokenTransformer
 from hookbus.parts.models.vit import ViTBackbone, sincos_position_embedding
 
@@ -121,21 +124,38 @@ class MaeDecoder(TokenTransformer):
         return self.predict(self.transform(x))[:, 1:]
 
 
+def visible_tokens(backbone: nn.Module, images: Tensor, keep: Tensor) -> Tensor:
+    """The class token and the tokens of the ``keep`` ``[B, K]`` patches of ``images``,
+    encoded without the others (``[B, 1 + K, D]``), by a :class:`ViTBackbone` or timm's
+    ViT (:meth:`~hookbus.parts.models.timm_any.TimmViTTokens.visible_tokens`)."""
+    if isinstance(backbone, ViTBackbone):
+        return backbone.visible_tokens(images, keep)
+    return TimmViTTokens(backbone).visible_tokens(images, keep)
+
+
+def patch_side(backbone: nn.Module) -> int:
+    """The patch side of a :class:`ViTBackbone` or of timm's ViT."""
+    if isinstance(backbone, ViTBackbone):
+        return backbone.patch_size
+    return TimmViTTokens(backbone).patch_size
+
+
 class MaskedAutoencoder(nn.Module):
-    """MAE as an SSL model: the ViT ``backbone`` (exported, evaluated) and a ``decoder``.
+    """MAE as an SSL model: the ViT ``backbone`` (hookbus's or timm's; exported,
+    evaluated) and a ``decoder``.
 
     ``forward(batch)`` with ``batch["views"]`` (exactly one view ``[B, C, H, W]``): each
     image keeps ``int((1 - mask_ratio) * N)`` of its ``N`` patches, chosen by uniform
     noise from torch's global generator (:func:`mask_noise`); the backbone encodes those
-    only (:meth:`ViTBackbone.visible_tokens`) and the decoder predicts every patch. The
+    only (:func:`visible_tokens`) and the decoder predicts every patch. The
     output holds ``"reconstruction"`` ``[B, N, P]``, ``"target_patches"`` (the view's
     pixels, :func:`patchify`, ``[B, N, P]``), ``"mask"`` ``[B, N]`` (1.0 masked) and
     ``"view_features"`` (the class token of the visible patches, one entry). With
-    ``batch["image"]``: ``"features"``, the backbone's class token of the whole clean
-    images, as :class:`SSLModel` gives them.
+    ``batch["image"]``: ``"features"``, the backbone's features of the whole clean
+    images (its class token; timm's: its own pooling), as :class:`SSLModel` gives them.
     """
 
-    def __init__(self, backbone: ViTBackbone, decoder: MaeDecoder, mask_ratio: float) -> None:
+    def __init__(self, backbone: nn.Module, decoder: MaeDecoder, mask_ratio: float) -> None:
         super().__init__()
         self.backbone = backbone
         self.decoder = decoder
@@ -153,12 +173,12 @@ class MaskedAutoencoder(nn.Module):
                     f"MAE reconstructs one view per image, got {len(views)} (data.num_views 1)"
                 )
             images = views[0]
-            patch = self.backbone.patch_size
+            patch = patch_side(self.backbone)
             grid = (images.shape[-2] // patch, images.shape[-1] // patch)
             num_patches = grid[0] * grid[1]
             noise = mask_noise(len(images), num_patches, images.device)
             keep, mask, restore = random_masking(noise, kept_patches(num_patches, self.mask_ratio))
-            tokens = self.backbone.visible_tokens(images, keep)
+            tokens = visible_tokens(self.backbone, images, keep)
             output["reconstruction"] = self.decoder(tokens, restore, grid)
             output["target_patches"] = patchify(images, patch)
             output["mask"] = mask
@@ -168,7 +188,8 @@ class MaskedAutoencoder(nn.Module):
         return output
 
     def encode(self, images: Tensor) -> Tensor:
-        """Backbone features ``[B, D]`` (the class token) of ``images``."""
+        """Backbone features ``[B, D]`` of ``images`` (the class token; timm's: its own
+        pooling)."""
         return self.backbone(images)
 
 
@@ -176,22 +197,29 @@ def build_masked_autoencoder(
     cfg: Config, backbone: nn.Module, name: str | None
 ) -> MaskedAutoencoder:
     """The :class:`MaskedAutoencoder` of ``cfg`` (``model.mae_decoder``,
-    ``loss.mae.mask_ratio``) on ``backbone`` (named ``name`` in messages), which must be
-    a :class:`ViTBackbone`; ``ValueError`` otherwise, or when the mask ratio keeps no
-    patch or masks none of the backbone's grid."""
-    if not isinstance(backbone, ViTBackbone):
+    ``loss.mae.mask_ratio``) on ``backbone`` (named ``name`` in messages), a
+    :class:`ViTBackbone` or timm's ViT (the decoder's grid: ``data.image_size`` over its
+    patch side); ``ValueError`` otherwise, or when the mask ratio keeps no patch or masks
+    none of the grid."""
+    if isinstance(backbone, ViTBackbone):
+        grid = (backbone.image_size // backbone.patch_size,) * 2
+        channels = backbone.conv_proj.in_channels
+    elif is_timm_vit(backbone):
+        grid = (cfg.data.image_size // patch_side(backbone),) * 2
+        channels = cast(Any, backbone).patch_embed.proj.in_channels
+    else:
         raise ValueError(
-            f"loss.name mae needs a ViT backbone (vit_tiny, vit_s16, vit_b16): {name!r} is "
-            f"a {type(backbone).__name__}"
+            f"loss.name mae needs a ViT backbone (vit_tiny, vit_s16, vit_b16, a timm "
+            f"VisionTransformer): {name!r} is a {type(backbone).__name__}"
         )
-    side = backbone.image_size // backbone.patch_size
-    kept_patches(side * side, cfg.loss.mae.mask_ratio)
+    kept_patches(grid[0] * grid[1], cfg.loss.mae.mask_ratio)
     decoder_cfg = cfg.model.mae_decoder
-    channels = backbone.conv_proj.in_channels
+    patch = patch_side(backbone)
+    width: int = backbone.out_dim  # type: ignore[assignment]  # set by every backbone
     decoder = MaeDecoder(
-        backbone.out_dim,
-        backbone.patch_size**2 * channels,
-        (side, side),
+        width,
+        patch**2 * channels,
+        grid,
         width=decoder_cfg.width,
         depth=decoder_cfg.depth,
         heads=decoder_cfg.heads,

@@ -218,14 +218,30 @@ class TimmViTTokens:
         """The patch tokens ``[B, N, width]`` of ``images`` (row by row), or with ``keep``
         ``[B, K]`` the tokens of those patches only, encoded without the others:
         ``[B, K, width]``. With every index, in order, both are the same."""
+        return self._encode(images, keep)[:, self.net.num_prefix_tokens :]
+
+    def visible_tokens(self, images: Tensor, keep: Tensor) -> Tensor:
+        """The class token and the tokens of the ``keep`` ``[B, K]`` patches of ``images``,
+        encoded without the others: ``[B, 1 + K, width]``, the contract of
+        :meth:`~hookbus.parts.models.vit.ViTBackbone.visible_tokens` (MAE's encoder). The
+        registers attend and are left out; a model without a class token puts the mean
+        of the kept patches' tokens first."""
+        x = self._encode(images, keep)
+        patches = x[:, self.net.num_prefix_tokens :]
+        if getattr(self.net, "cls_token", None) is not None:
+            return torch.cat([x[:, :1], patches], dim=1)
+        return torch.cat([patches.mean(dim=1, keepdim=True), patches], dim=1)
+
+    def _encode(self, images: Tensor, keep: Tensor | None) -> Tensor:
+        """Every token after the final norm, the prefix tokens first, of all patches or
+        of the ``keep`` ones."""
         net = self.net
         x = net._pos_embed(net.patch_embed(images))
         prefix = net.num_prefix_tokens
         if keep is not None:
             patches = torch.gather(x[:, prefix:], 1, keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
             x = torch.cat([x[:, :prefix], patches], dim=1)
-        x = net.norm(net.blocks(net.norm_pre(net.patch_drop(x))))
-        return x[:, prefix:]
+        return net.norm(net.blocks(net.norm_pre(net.patch_drop(x))))
 
 
 def timm_patch_size(model: str) -> int:

@@ -118,6 +118,11 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "when iBOT, DINOv2 or DINOv3 names one; the models' package imports the config, whose "
         "validation runs this check"
     ),
+    ("hookbus.methods.mae", "hookbus.parts.models.timm_any"): (
+        "the patch size of a timm:<name> ViT (built by timm on the meta device), only when "
+        "MAE names one; the models' package imports the config, whose validation runs this "
+        "check"
+    ),
     ("hookbus.methods.dinov3", "hookbus.parts.models.presets"): (
         "the patch size of a vit_* preset, only when DINOv3's adaptation phase is checked; "
         "the models' package imports the config, whose validation runs this check"

@@ -23,7 +23,6 @@ MODELS = ("vit_tiny", "resnet18", "timm:vit_tiny_patch16_224")
 
 REFUSED = {
     ("mae", "resnet18"),
-    ("mae", "timm:vit_tiny_patch16_224"),
     ("ibot", "resnet18"),
     ("dinov2", "resnet18"),
     ("ijepa", "resnet18"),
