@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -46,17 +47,15 @@ def tiny_cfg(tmp_path: Path) -> Config:
     return tiny_config(tmp_path / "run")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under pytest-xdist's ``--dist loadgroup`` (``make test`` runs two workers), each
-    test file runs on one worker, so a module fixture's training happens once; and the
+    test file runs on one worker, so a module fixture's training happens once, and the
     tests reading the shared two-rank launch of :mod:`tests.loss_reference` run on one
-    worker, so ``torchrun`` starts once. Without that option it changes nothing."""
-    if config.getoption("dist", "no") != "loadgroup":
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        code = getattr(getattr(item, "function", None), "__code__", None)
-        shared = code is not None and "two_rank_results" in code.co_names
-        group = "two_ranks" if shared else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    worker, so ``torchrun`` starts once; the heaviest files go first
+    (:mod:`tests.file_schedule`). Other ``--dist`` modes keep xdist's own scheduling."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.file_schedule import FileScheduling
+
+    return FileScheduling(config, log)

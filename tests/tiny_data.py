@@ -37,3 +37,18 @@ def train_tiny(cfg: Config) -> RunState:
     assert state.iteration == 3
     assert state.loss is not None and bool(state.loss.isfinite())
     return state
+
+
+def tiny_folder_run(data: dict) -> dict:
+    """The settings of a one-epoch run of a small CNN (width 4, head [16, 8]) on the image
+    folder ``data`` (the ``data`` section: ``image_folder`` with its folders), without
+    the kNN meter, the evaluation report, the progress bar, TensorBoard or the plot: the
+    run the image-folder tests start on small folders of photographs."""
+    quiet = ("progress_bar", "evaluation_report", "tensorboard", "summary_plot")
+    return {
+        "data": data,
+        "model": {"backbone": {"width": 4, "in_channels": 3}, "head": {"dims": [16, 8]}},
+        "optimizer": {"num_epochs": 1, "warmup_epochs": 0},
+        "meters": {"knn": {"enabled": False}},
+        "hooks": {hook: {"enabled": False} for hook in quiet},
+    }

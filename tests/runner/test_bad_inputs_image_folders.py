@@ -26,6 +26,7 @@ import yaml
 
 from hookbus.cli import main
 from tests.photos import photograph
+from tests.tiny_data import tiny_folder_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -155,26 +156,16 @@ def photo_folder(root: Path) -> Path:
 
 def recipe(tmp_path: Path, root: Path, pipeline: str = "crop_first") -> Path:
     path = tmp_path / "recipe.yaml"
-    settings = {
-        "data": {
-            "name": "image_folder",
-            "pipeline": pipeline,
-            "image_size": 16,
-            "batch_size": 2,
-            "test_batch_size": 8,
-            "num_workers": 0,
-            "folder": {"train_dir": str(root)},
-        },
-        "model": {"backbone": {"width": 4, "in_channels": 3}, "head": {"dims": [16, 8]}},
-        "optimizer": {"num_epochs": 1, "warmup_epochs": 0},
-        "meters": {"knn": {"enabled": False}},
-        "hooks": {
-            "progress_bar": {"enabled": False},
-            "evaluation_report": {"enabled": False},
-            "tensorboard": {"enabled": False},
-            "summary_plot": {"enabled": False},
-        },
+    data = {
+        "name": "image_folder",
+        "pipeline": pipeline,
+        "image_size": 16,
+        "batch_size": 2,
+        "test_batch_size": 8,
+        "num_workers": 0,
+        "folder": {"train_dir": str(root)},
     }
+    settings = tiny_folder_run(data)
     path.write_text(yaml.safe_dump(settings))
     return path
 

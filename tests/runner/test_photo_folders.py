@@ -26,6 +26,7 @@ from hookbus.parts.data.transforms import clean_transform
 from hookbus.parts.data.unreadable import UNREADABLE_KEY, stand_ins
 from tests.eval_runs import photo_settings, write_run
 from tests.photos import make_photo_folder, photograph
+from tests.tiny_data import tiny_folder_run
 
 PIPELINES = ("torchvision", "crop_first")
 
@@ -177,22 +178,7 @@ def test_skipping_is_refused_for_data_other_than_an_image_folder() -> None:
 def write_recipe(tmp_path: Path, root: Path, **folder: object) -> Path:
     recipe = tmp_path / "recipe.yaml"
     data = {**folder_data(root, "crop_first", **folder), "batch_size": 2, "image_size": 16}
-    recipe.write_text(
-        yaml.safe_dump(
-            {
-                "data": data,
-                "model": {"backbone": {"width": 4, "in_channels": 3}, "head": {"dims": [16, 8]}},
-                "optimizer": {"num_epochs": 1, "warmup_epochs": 0},
-                "meters": {"knn": {"enabled": False}},
-                "hooks": {
-                    "progress_bar": {"enabled": False},
-                    "evaluation_report": {"enabled": False},
-                    "tensorboard": {"enabled": False},
-                    "summary_plot": {"enabled": False},
-                },
-            }
-        )
-    )
+    recipe.write_text(yaml.safe_dump(tiny_folder_run(data)))
     return recipe
 
 
