@@ -234,14 +234,23 @@ class TimmViTTokens:
 
     def _encode(self, images: Tensor, keep: Tensor | None) -> Tensor:
         """Every token after the final norm, the prefix tokens first, of all patches or
-        of the ``keep`` ones."""
+        of the ``keep`` ones: timm's ``forward_features`` (a method a sharded backbone
+        gathers its parameters for), with the kept tokens gathered after ``norm_pre``
+        (a per-token norm, so as before it) by a forward hook there for the call only."""
         net = self.net
-        x = net._pos_embed(net.patch_embed(images))
+        if keep is None:
+            return net.forward_features(images)
         prefix = net.num_prefix_tokens
-        if keep is not None:
+
+        def kept(module: nn.Module, args: Any, x: Tensor) -> Tensor:
             patches = torch.gather(x[:, prefix:], 1, keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
-            x = torch.cat([x[:, :prefix], patches], dim=1)
-        return net.norm(net.blocks(net.norm_pre(net.patch_drop(x))))
+            return torch.cat([x[:, :prefix], patches], dim=1)
+
+        handle = net.norm_pre.register_forward_hook(kept)
+        try:
+            return net.forward_features(images)
+        finally:
+            handle.remove()
 
 
 def timm_patch_size(model: str) -> int:

@@ -3,12 +3,14 @@
 timm's ``VisionTransformer`` (DINOv2's ViTs: ``vit_small_patch14_reg4_dinov2``, with
 registers and a learned position embedding) and timm's ``Eva`` (DINOv3's ViTs:
 ``vit_small_patch16_dinov3``, with registers and rotary position embeddings) run here
-through their own modules (``patch_embed``, ``_pos_embed``, ``norm_pre``, ``blocks``,
-``norm``), with one step added: the embedding of each masked patch is replaced by the
-mask token after the patch embedding, before the position embedding, the class token and
-the registers join (iBOT's masking, as the authors' code does it). Unmasked, the tokens
-are those of timm's ``forward_features``. The module stays timm's, so a run continued
-from a DINOv2 or DINOv3 weights file keeps timm's keys and exports as every timm backbone.
+through timm's own ``forward_features`` (``patch_embed``, ``_pos_embed``, ``norm_pre``,
+``blocks``, ``norm``), with one step added: a forward hook on ``patch_embed``, there for
+the call only, replaces the embedding of each masked patch by the mask token, before the
+position embedding, the class token and the registers join (iBOT's masking, as the
+authors' code does it). Unmasked, the tokens are those of ``forward_features``. The
+module stays timm's, so a run continued from a DINOv2 or DINOv3 weights file keeps
+timm's keys and exports as every timm backbone; and ``forward_features`` is a method a
+sharded backbone (``distributed.strategy: fsdp``) gathers its parameters for.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ class TimmMaskedTokens:
         self.net: Any = cast(Any, net)
         patch = self.net.patch_embed.patch_size
         self.patch_size: int = patch[0] if isinstance(patch, tuple) else patch
-        self.rope = hasattr(self.net, "rope")  # Eva: _pos_embed also gives the rotary embedding
 
     def tokens(
         self, images: Tensor, masks: Tensor | None = None, mask_token: Tensor | None = None
@@ -62,26 +63,32 @@ class TimmMaskedTokens:
         masked) each masked patch's embedding is ``mask_token`` ``[width]`` before the
         position embedding. A model without a class token gives the mean patch token."""
         net = self.net
-        x = net.patch_embed(images)
+        handle = None
         if masks is not None:
             if mask_token is None:
                 raise ValueError("tokens: masks need a mask_token to put in their place")
-            flat = x.reshape(len(x), -1, x.shape[-1])  # NHWC (dynamic size) or NLC
-            flat = torch.where(masks.unsqueeze(-1), mask_token.to(flat.dtype), flat)
-            x = flat.reshape(x.shape)
-        if self.rope:
-            x, rope = net._pos_embed(x)
-            x = net.norm_pre(x)
-            for block in net.blocks:
-                x = block(x, rope=rope)
-        else:
-            x = net.norm_pre(net.patch_drop(net._pos_embed(x)))
-            x = net.blocks(x)
-        x = net.norm(x)
+            handle = net.patch_embed.register_forward_hook(_masking(masks, mask_token))
+        try:
+            x = net.forward_features(images)
+        finally:
+            if handle is not None:
+                handle.remove()
         prefix = net.num_prefix_tokens
         patches = x[:, prefix:]
         has_class = getattr(net, "cls_token", None) is not None
         return (x[:, 0] if has_class else patches.mean(dim=1)), patches
+
+
+def _masking(masks: Tensor, token: Tensor) -> Any:
+    """A forward hook for timm's ``patch_embed``: its output with the embedding of each
+    masked patch (``masks`` ``[B, N]``, True: masked) replaced by ``token``."""
+
+    def masked(module: nn.Module, args: Any, x: Tensor) -> Tensor:
+        flat = x.reshape(len(x), -1, x.shape[-1])  # NHWC (dynamic size) or NLC
+        flat = torch.where(masks.unsqueeze(-1), token.to(flat.dtype), flat)
+        return flat.reshape(x.shape)
+
+    return masked
 
 
 def timm_vit_depths(net: nn.Module) -> dict[str, int]:

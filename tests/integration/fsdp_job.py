@@ -8,7 +8,8 @@ test_fsdp_methods.py.
 
 ``RUNS_JSON`` is a list of ``{"dir", "epochs", "strategy"}`` with, optionally,
 ``"overrides"`` (more ``key=value``), ``"recipe"`` (a key of :data:`RECIPES`;
-byol_digits by default), ``"stop_after"`` (the run stops after that many epochs, with
+byol_digits by default), ``"timm"`` (true: the recipe's overrides of
+:data:`TIMM_RECIPES`, on timm's ViT), ``"stop_after"`` (the run stops after that many epochs, with
 ``engine.terminate()``: a stop with the plan of ``epochs`` kept) and files rank 0
 writes: ``"weights"`` (the model's whole state dict after training, gathered from the
 shards), ``"start"`` (the whole model and optimizer state right after the resume,
@@ -148,6 +149,37 @@ RECIPES = {
     "lejepa_digits_vit_tiny": LEJEPA,
 }
 """The overrides of each recipe the runs train."""
+TIMM_VIT = (
+    *RUNS,
+    "model.backbone.name=timm:vit_tiny_patch16_224",
+    "data.name=synthetic",
+    "data.synthetic.train_size=24",
+    "data.synthetic.test_size=8",
+    "data.synthetic.channels=1",
+    "data.image_size=32",
+)
+"""timm's ViT-Ti/16 on 24 generated grey images of 32 px (``synthetic``; the tiny images'
+8 px are below its patch): a 2x2 grid of 16-pixel patches, 3 steps an epoch on two
+ranks."""
+TIMM_RECIPES = {
+    "dinov2_digits": (
+        *TIMM_VIT,
+        "data.small_views.size=16",
+        "model.head.dims=[backbone,16,8]",
+        "model.head.batch_norm=false",
+        "model.prototypes.count=12",
+    ),
+    "mae_digits_vit_tiny": (
+        *TIMM_VIT,
+        "model.mae_decoder.width=8",
+        "model.mae_decoder.depth=2",
+        "model.mae_decoder.heads=2",
+    ),
+}
+"""The overrides of the runs on timm's ViT (a spec with ``"timm": true``): DINOv2's
+recipe with 12 prototypes, 1 patch a small view, a head without BatchNorm (a step may
+mask a single patch of its batch), MAE's with a decoder of 2 blocks of
+width 8 (1 of the 4 patches encoded)."""
 
 
 class StopAfter(Hook):
@@ -219,7 +251,7 @@ def run(spec: dict[str, Any]) -> None:
     cfg = tiny_recipe(
         recipe,
         Path(spec["dir"]),
-        *RECIPES[recipe],
+        *(TIMM_RECIPES if spec.get("timm") else RECIPES)[recipe],
         f"optimizer.num_epochs={spec['epochs']}",
         f"distributed.strategy={spec['strategy']}",
         *spec.get("overrides", ()),
