@@ -104,15 +104,20 @@ def timed_run(recipe: Path, run_dir: Path) -> float:
     return final.stat().st_mtime - (run_dir / "config.yaml").stat().st_mtime
 
 
-def timed_run_here(recipe: Path, run_dir: Path) -> float:
-    """:func:`timed_run` through ``hookbus train``'s entry point in this process: the
-    same command, without a second interpreter's start (torch's and hookbus's imports,
-    about 4 s of CPU), which the reference run of a campaign has no use for."""
+def run_here(recipe: Path, run_dir: Path) -> None:
+    """:func:`run_to_completion` through ``hookbus train``'s entry point in this process:
+    the same command without a second interpreter's start (torch's and hookbus's imports,
+    about 4 s of CPU), for a reference run that no test stops or kills."""
     from hookbus.cli import main
 
     status = main(["train", str(recipe), f"checkpoint.dir={run_dir}", "-q"])
     if status != 0:
         raise RuntimeError(f"hookbus train failed ({status}) in this process")
+
+
+def timed_run_here(recipe: Path, run_dir: Path) -> float:
+    """:func:`timed_run` in this process (:func:`run_here`)."""
+    run_here(recipe, run_dir)
     final = list_checkpoints(run_dir)[-1]
     return final.stat().st_mtime - (run_dir / "config.yaml").stat().st_mtime
 
