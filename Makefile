@@ -42,7 +42,7 @@ demo: $(STAMP)
 	$(BIN)/hookbus train configs/simclr_digits.yaml
 
 # The whole suite, as CI runs it (.ci/run), on two pytest-xdist workers (each test file on
-# one: tests/conftest.py); docs/guides/testing.md.
+# one, the heaviest first: tests/file_schedule.py); docs/guides/testing.md.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check .
