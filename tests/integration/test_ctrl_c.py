@@ -18,7 +18,14 @@ from hookbus.engine.checkpoint.checkpoint_io import newest_valid_checkpoint
 from hookbus.engine.errors import INTERRUPTED_EXIT_STATUS, InterruptedRun
 from hookbus.engine.process.preemption import CTRL_C, PreemptionGuard
 from tests.conftest import tiny_config
-from tests.kill_harness import ROOT, command, final_parameters, run_to_completion, write_recipe
+from tests.kill_harness import (
+    ROOT,
+    command,
+    final_parameters,
+    run_here,
+    run_to_completion,
+    write_recipe,
+)
 
 
 class CtrlCAt(Hook):
@@ -67,7 +74,7 @@ def test_a_real_ctrl_c_exits_130_and_the_same_command_resumes_to_the_same_weight
     tmp_path: Path,
 ) -> None:
     recipe = write_recipe(tmp_path / "recipe.yaml", epochs=20)
-    run_to_completion(recipe, tmp_path / "reference")
+    run_here(recipe, tmp_path / "reference")  # the same command, in this process
     run = tmp_path / "run"
     started = time.time()
     process = subprocess.Popen(

@@ -19,7 +19,7 @@ from hookbus.engine.checkpoint.run_files import PENDING_NAME
 from hookbus.engine.errors import PREEMPTED_EXIT_STATUS, WriteFailure
 from tests.conftest import tiny_config
 from tests.disk_mounts import bind_read_only, fill, small_tmpfs, unbind
-from tests.kill_harness import ROOT, command, write_recipe
+from tests.kill_harness import ROOT, command, run_here, write_recipe
 
 REPORT = {"evaluation_report": {"enabled": True, "labels_per_class": 2, "draws": 2}}
 """The end-of-run work of the process-level test: evaluation.json (the summary plot is
@@ -108,8 +108,7 @@ def test_two_sigterms_inside_the_end_work_leave_it_owed_and_a_rerun_equals_a_cle
     }
     recipe = write_recipe(tmp_path / "recipe.yaml", epochs=2, sections=sections)
     clean = tmp_path / "clean"
-    done = subprocess.run(command(recipe, clean), cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_here(recipe, clean)  # the same command, in this process
 
     run = tmp_path / "run"
     slow = "hooks.extra=[{name: slow_end, params: {seconds: 60}}]"

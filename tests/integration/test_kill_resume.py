@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -10,6 +11,13 @@ import torch
 from hookbus.engine.config import BackboneConfig
 from hookbus.parts.models import BACKBONES
 from tests.kill_harness import Outcome, kill_campaign
+
+
+def campaign(workdir: Path, kills: int, **options: Any) -> Outcome:
+    """:func:`kill_campaign` with the uninterrupted run trained in this process: the
+    killed and resumed runs are ``hookbus train`` processes, which must end with the
+    same bits as the command run once here."""
+    return kill_campaign(workdir, kills, reference_here=True, **options)
 
 
 def assert_identical(outcome: Outcome, kills: int) -> None:
@@ -29,7 +37,7 @@ run checkpoints (weights, optimizer, schedules, random streams, the loaders' pla
 def test_a_run_killed_three_times_and_resumed_equals_an_uninterrupted_one(
     tmp_path: Path,
 ) -> None:
-    outcome = kill_campaign(tmp_path, kills=3, seed=1, epochs=24, sections=MOCO)
+    outcome = campaign(tmp_path, kills=3, seed=1, epochs=24, sections=MOCO)
     assert_identical(outcome, kills=3)
 
 
@@ -156,7 +164,7 @@ def test_killed_method_run_with_hook_state_equals_an_uninterrupted_one(
 ) -> None:
     # One kill each: several kills in a row (on MoCo) are the test above's; this one
     # checks that each method's own state resumes from a checkpoint of a killed process
-    outcome = kill_campaign(tmp_path, kills=1, seed=2, epochs=12, sections=METHODS[method])
+    outcome = campaign(tmp_path, kills=1, seed=2, epochs=12, sections=METHODS[method])
     assert_identical(outcome, kills=1)
 
 
@@ -184,7 +192,7 @@ def test_killed_distillation_run_equals_an_uninterrupted_one(tmp_path: Path) -> 
         },
         "model": {"backbone": {"width": 4}, "head": {}},  # a linear projection, no head
     }
-    outcome = kill_campaign(tmp_path, kills=1, seed=3, epochs=12, sections=sections)
+    outcome = campaign(tmp_path, kills=1, seed=3, epochs=12, sections=sections)
     assert_identical(outcome, kills=1)
 
 
@@ -193,5 +201,5 @@ def test_killed_run_started_from_weights_equals_an_uninterrupted_one(tmp_path: P
     # the backbone loaded at the start only: the resume takes the checkpoint's weights
     start = _backbone_file(tmp_path / "start.pth", width=4)
     sections = {"model": {"backbone": {"width": 4, "weights": str(start)}}}
-    outcome = kill_campaign(tmp_path, kills=1, seed=4, epochs=12, sections={**MOCO, **sections})
+    outcome = campaign(tmp_path, kills=1, seed=4, epochs=12, sections={**MOCO, **sections})
     assert_identical(outcome, kills=1)

@@ -148,7 +148,9 @@ def test_a_photo_run_killed_and_resumed_equals_an_uninterrupted_one(
         "test_dir": str(photos / "test"),
         "labels": "class_folders",
     }
-    outcome = kill_campaign(tmp_path, kills=1, seed=3, epochs=4, sections=sections)
+    outcome = kill_campaign(
+        tmp_path, kills=1, seed=3, epochs=4, sections=sections, reference_here=True
+    )
     assert outcome.kills == 1, outcome.notes
     assert outcome.identical_parameters
     assert outcome.identical_losses
