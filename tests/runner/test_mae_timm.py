@@ -1,7 +1,7 @@
 """MAE on timm's Vision Transformers: the visible tokens are those of timm's own forward
 when every patch is kept, a run trains from a weights file with a fresh decoder and exports
-an encoder timm loads, and a
-timm model that is no VisionTransformer is refused at validation in one line."""
+an encoder timm loads, and a timm model that is no VisionTransformer is refused at
+validation in one line."""
 
 from __future__ import annotations
 
