@@ -92,7 +92,7 @@ def check_model_accepts_data(
     try:
         with torch.no_grad():
             cast(Encode, model.encode)(image)
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError, AssertionError) as exc:  # timm checks sizes by assert
         shape = "x".join(str(n) for n in image.shape[1:])
         problem = str(exc).splitlines()[0]
         backbone = cfg.from_python.backbone or cfg.model.backbone.name

@@ -1,6 +1,7 @@
 """MAE on timm's Vision Transformers: the visible tokens are those of timm's own forward
-when every patch is kept, a run trains from a weights file with a fresh decoder, and a
-timm model that is no VisionTransformer is refused at validation in one line."""
+when every patch is kept, a run trains from a weights file with a fresh decoder and exports
+an encoder timm loads, and a timm model that is no VisionTransformer is refused at
+validation in one line."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 from safetensors.torch import save_file
 
 from hookbus import SSLTrainer, default_hooks, load_config
+from hookbus.cli import main
 from hookbus.engine.config import BackboneConfig
 from hookbus.engine.errors import ConfigError
 from hookbus.parts.models import BACKBONES, build_model
@@ -114,6 +116,16 @@ def test_mae_trains_timms_vit_from_a_safetensors_file(tmp_path: Path) -> None:
     assert output["mask"].sum(dim=1).tolist() == [12.0] * 4  # 4 of 16 patches kept
     trained = final.base_model.backbone.state_dict()
     assert not torch.equal(trained["blocks.0.attn.qkv.weight"], state["blocks.0.attn.qkv.weight"])
+
+    out = tmp_path / "encoder.pth"  # the encoder, without the decoder, loads into timm
+    assert main(["export", str(tmp_path / "run" / "checkpoint.torch"), str(out)]) == 0
+    reference = timm.create_model(
+        "vit_tiny_patch16_224", img_size=64, checkpoint_path=str(out)
+    )  # strict
+    images = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        expected = reference.eval().forward_features(images)[:, 0]
+        torch.testing.assert_close(final.base_model.eval().encode(images), expected)
 
 
 def test_a_timm_model_that_is_no_vision_transformer_is_refused(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from hookbus.parts.models.pretrained import load_backbone_weights
 from hookbus.parts.models.timm_any import TimmViTTokens, timm_names
 from hookbus.parts.task import check_component_names
 from tests.conftest import tiny_config
+from tests.tiny_data import tiny_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 VIT = "vit_tiny_patch16_224"
@@ -169,3 +170,24 @@ def test_export_of_a_timm_vit_keeps_its_grid_for_timm(tmp_path: Path) -> None:
     )
     assert torch.count_nonzero(reference.head.weight) == 0
     torch.testing.assert_close(reference.pos_embed, net.pos_embed)
+
+
+def test_a_timm_vit_whose_patch_the_images_do_not_fill_is_refused_before_training(
+    tmp_path: Path,
+) -> None:
+    # The tiny data's images are 8 px whatever data.image_size says: timm's ViT asserts
+    # on their size, which becomes the one-line ConfigError before any step or file.
+    cfg = tiny_recipe(
+        "simclr_digits",
+        tmp_path / "run",
+        "data.image_size=32",
+        "model.backbone.name=timm:vit_tiny_patch16_224",
+        "model.backbone.in_channels=3",
+        "model.head.dims=[backbone,16,8]",
+    )
+    with pytest.raises(ConfigError) as raised:
+        SSLTrainer(cfg).train()
+    message = str(raised.value)
+    assert "model.backbone (timm:vit_tiny_patch16_224) cannot encode the" in message
+    assert message.endswith("Input height (8) should be divisible by patch size (16).")
+    assert not list((tmp_path / "run").glob("*.torch"))
