@@ -152,8 +152,9 @@ def kill_campaign(
     cover at most half of its training time, so the planned kills always happen before
     the run ends, however fast or slow the machine is. ``sections`` change the recipe
     (another SSL method, say), as in :func:`write_recipe`. ``reference_here`` trains the
-    uninterrupted run in this process (:func:`timed_run_here`); the killed one is always a
-    process of its own."""
+    uninterrupted run, and finishes the killed one after its last kill, in this process
+    (:func:`timed_run_here`, :func:`run_here`); the runs that are killed are always
+    processes of their own."""
     rng = random.Random(seed)
     recipe = write_recipe(workdir / "recipe.yaml", epochs, sections)
     reference, victim = workdir / "reference", workdir / "victim"
@@ -188,7 +189,9 @@ def kill_campaign(
             p.name.startswith(".") and ".tmp-" in p.name for p in victim.iterdir()
         ):
             outcome.kills_in_writes += 1
-    run_to_completion(recipe, victim)
+    # The run finishing after the kills is a normal resume: in this process too where the
+    # reference is (only the killed runs must be processes of their own).
+    (run_here if reference_here else run_to_completion)(recipe, victim)
     expected, got = final_parameters(reference), final_parameters(victim)
     outcome.identical_parameters = expected.keys() == got.keys() and all(
         torch.equal(expected[name], got[name]) for name in expected
