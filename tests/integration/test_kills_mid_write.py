@@ -1,7 +1,8 @@
 """A ``hookbus export``, ``eval`` or ``plot`` killed with SIGKILL in the middle of writing its
 file: nothing named like the output is left (the old file, if any, stays as it was), and a
 rerun of the same command writes the file a clean run writes, leaving no temporary file
-behind (the killed writer's is removed).
+behind (the killed writer's is removed). The clean run and the rerun go through the command
+line's entry point in the test's process; the killed command is a process of its own.
 
 The kill is a real signal to a real process, sent while the file's bytes are in its
 temporary file and not yet renamed into place (:mod:`tests.pause_in_write` holds the
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from hookbus.cli import main
 from tests.eval_runs import photo_settings, write_run
 from tests.kill_harness import ROOT
 from tests.pause_in_write import PAUSED
@@ -37,9 +39,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_run(root / "run")
 
 
-def hookbus(*arguments: str | Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "hookbus", *map(str, arguments)]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+def hookbus_here(*arguments: str | Path) -> int:
+    """``hookbus arguments`` through the command line's entry point in this process (no
+    second interpreter's start: only the killed command must be a process of its own);
+    its exit status."""
+    return main([str(argument) for argument in arguments])
 
 
 def killed_mid_write(name: str, *arguments: str | Path) -> Path:
@@ -104,11 +108,9 @@ def test_a_kill_mid_write_leaves_no_output_and_a_rerun_equals_a_clean_run(
 ) -> None:
     arguments, name, content = COMMANDS[command]
     clean, out = tmp_path / "clean", tmp_path / "out"
-    done = hookbus(*arguments(run, clean))
-    assert done.returncode == 0, done.stderr
+    assert hookbus_here(*arguments(run, clean)) == 0
     temporary = killed_mid_write(name, *arguments(run, out))
     assert temporary.parent == out and not (out / name).exists()
-    rerun = hookbus(*arguments(run, out))
-    assert rerun.returncode == 0, rerun.stderr
+    assert hookbus_here(*arguments(run, out)) == 0
     assert content(out / name) == content(clean / name)
     assert leftovers(out, name) == []
