@@ -58,6 +58,16 @@ def train(recipe: str, run: Path, overrides: list[str]) -> dict:
     return report
 
 
+def seed_figures(reports: list[dict]) -> tuple[str, float, list[float]]:
+    """Of the evaluation reports of one run's seeds: each seed's kNN top-1 at the start and
+    trained (``start->trained``), the trained kNN's mean, and each seed's trained probe."""
+    start = [report["random init"]["knn_top1"] for report in reports]
+    knn = [report["trained"]["knn_top1"] for report in reports]
+    probe = [report["trained"]["probe_top1"] for report in reports]
+    seeds = " ".join(f"{a:.3f}->{b:.3f}" for a, b in zip(start, knn, strict=True))
+    return seeds, statistics.mean(knn), probe
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", default=["dinov2"], choices=sorted(SETUPS))
@@ -117,14 +127,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for method, rows in results.items():
         for label, reports in rows.items():
-            start = [r["random init"]["knn_top1"] for r in reports]
-            knn = [r["trained"]["knn_top1"] for r in reports]
-            probe = [r["trained"]["probe_top1"] for r in reports]
-            seeds = " ".join(f"{a:.3f}->{b:.3f}" for a, b in zip(start, knn, strict=True))
-            print(
-                f"| {method} | {label} | {seeds} | {statistics.mean(knn):.3f} | "
-                f"{statistics.mean(probe):.3f} |"
-            )
+            seeds, knn, probe = seed_figures(reports)
+            print(f"| {method} | {label} | {seeds} | {knn:.3f} | {statistics.mean(probe):.3f} |")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.continued_photos import train  # noqa: E402
+from benchmarks.continued_photos import seed_figures, train  # noqa: E402
 from benchmarks.photo_crops import write_folder  # noqa: E402
 
 RECIPE = ROOT / "configs" / "simclr_imagefolder_resnet18_small.yaml"
@@ -138,12 +138,9 @@ def main() -> None:
     )
     print("|---|---|---|---|---|")
     for label, reports in rows.items():
-        start = [r["random init"]["knn_top1"] for r in reports]
-        knn = [r["trained"]["knn_top1"] for r in reports]
-        probe = [r["trained"]["probe_top1"] for r in reports]
-        seeds = " ".join(f"{a:.3f}->{b:.3f}" for a, b in zip(start, knn, strict=True))
+        seeds, knn, probe = seed_figures(reports)
         print(
-            f"| width {args.width}, {label} | {seeds} | {statistics.mean(knn):.3f} | "
+            f"| width {args.width}, {label} | {seeds} | {knn:.3f} | "
             f"{' '.join(f'{p:.3f}' for p in probe)} | {statistics.mean(probe):.3f} |"
         )
     final = teacher_report["trained"]
