@@ -14,10 +14,11 @@ from hookbus.config import Config, load_config, validate_config
 from hookbus.engine.bounded_files import check_regular
 from hookbus.engine.checkpoint.checkpoint_io import FORMAT, newest_valid_checkpoint
 from hookbus.engine.checkpoint.sharded_checkpoint import load_whole_checkpoint
+from hookbus.engine.config import BackboneConfig
 from hookbus.engine.errors import CheckpointError, ConfigError
 from hookbus.engine.registry import UnknownNameError
 from hookbus.parts.models import BACKBONES, backbone_config
-from hookbus.parts.models.build import zero_classifier_weights
+from hookbus.parts.models.build import BackboneBuilder, zero_classifier_weights
 from hookbus.parts.models.pretrained import CLASSIFIER_KEYS, backbone_state_dict
 from hookbus.recipes_index import resolve_recipe
 
@@ -176,7 +177,7 @@ def _build(cfg: Config, weights: dict[str, Tensor], path: Path, hint: str = "") 
     return backbone.eval()
 
 
-def _construct(build: Any, settings: Any) -> tuple[nn.Module, bool]:
+def _construct(build: BackboneBuilder, settings: BackboneConfig) -> tuple[nn.Module, bool]:
     """The backbone ``build(settings)`` makes, on the meta device where it can be built
     there (``True`` beside it), else on the CPU (a builder that needs real tensors)."""
     try:
