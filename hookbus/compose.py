@@ -150,6 +150,7 @@ def compose(
     size = int(asked.get("data.image_size", size))
     patch = _patch_size(model, size)
     batch = _proposed_batch(images, laptop=laptop, vit=patch is not None)
+    per_epoch = _steps_per_epoch(images, int(asked.get("data.batch_size", batch)))
     setting = Setting(
         backbone=model,
         patch_tokens=model in VIT_PRESETS,
@@ -162,6 +163,7 @@ def compose(
         batch_size=batch,
         laptop=laptop,
         tensors=tensors,
+        steps=per_epoch * _epochs(per_epoch, laptop=laptop, asked=asked),
     )
     check_backbone_name(model)
     try:
@@ -301,9 +303,8 @@ def _length(raw: dict[str, Any], setting: Setting, asked: Mapping[str, Any]) -> 
     """Set the epochs, warm-up, test and log frequencies from the steps an epoch takes at
     the composed batch (the overrides' batch and epochs win); returns the note on them."""
     batch = int(asked.get("data.batch_size", raw["data"]["batch_size"]))
-    steps = max(1, setting.images // batch)
-    target = LAPTOP_STEPS if setting.laptop else CUDA_STEPS
-    epochs = int(asked.get("optimizer.num_epochs", clamp(math.ceil(target / steps), 10, 300)))
+    steps = _steps_per_epoch(setting.images, batch)
+    epochs = _epochs(steps, laptop=setting.laptop, asked=asked)
     raw["optimizer"].update(
         num_epochs=epochs,
         warmup_epochs=max(1, round(epochs / 20)),
@@ -316,6 +317,19 @@ def _length(raw: dict[str, Any], setting: Setting, asked: Mapping[str, Any]) -> 
         f"{setting.images} train images, batches of {batch}: {steps} steps per epoch, "
         f"{epochs} epochs"
     ]
+
+
+def _steps_per_epoch(images: int, batch: int) -> int:
+    """Train steps of an epoch (the last partial batch is dropped), one at least."""
+    return max(1, images // batch)
+
+
+def _epochs(steps: int, *, laptop: bool, asked: Mapping[str, Any]) -> int:
+    """The epochs of a run of ``steps`` steps an epoch: about :data:`LAPTOP_STEPS` (or
+    :data:`CUDA_STEPS`) steps in all, 10 to 300 epochs; the user's
+    ``optimizer.num_epochs`` wins."""
+    target = LAPTOP_STEPS if laptop else CUDA_STEPS
+    return int(asked.get("optimizer.num_epochs", clamp(math.ceil(target / steps), 10, 300)))
 
 
 def _default_out(spec: MethodSpec, model: str, data: str) -> str:

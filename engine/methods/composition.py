@@ -29,7 +29,9 @@ class Setting:
     side of the large views, ``channels`` the images' channels, ``images`` the train
     images, ``batch_size`` the batch the runner proposes for them, ``laptop`` a machine
     without CUDA, ``tensors`` data held in memory as tensors (``data.pipeline: batch``,
-    augmented by ``data.augment``; image files: ``data.torchvision``).
+    augmented by ``data.augment``; image files: ``data.torchvision``), ``steps`` the
+    train steps of the whole run at that batch (the epochs the runner composes, or the
+    user's ``optimizer.num_epochs``; 0 when unknown).
     """
 
     backbone: str
@@ -43,6 +45,7 @@ class Setting:
     batch_size: int
     laptop: bool
     tensors: bool = False
+    steps: int = 0
 
     @property
     def vit(self) -> bool:

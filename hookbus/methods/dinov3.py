@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hookbus.engine.methods.composition import Setting
 from hookbus.engine.methods.entries import MethodHook, MethodSpec, register_method
-from hookbus.methods.dinov2 import DINOV2_HOOKS, check_dinov2
+from hookbus.methods.dinov2 import DINOV2_HOOKS, check_dinov2, compose_dinov2
 from hookbus.parts.config import Config
 from hookbus.parts.settings.dinov3 import Dinov3Config
 
@@ -129,6 +130,25 @@ def vit_patch_size(cfg: Config) -> int | None:
     return vit_sizes(name, patch_size=cfg.model.backbone.vit.patch_size).patch_size
 
 
+def compose_dinov3(setting: Setting) -> dict[str, Any]:
+    """DINOv3: DINOv2's composition (:func:`~hookbus.methods.dinov2.compose_dinov2`),
+    rotary position embeddings on hookbus's ViTs (base 100, the authors'), and Gram
+    anchoring placed in the run as the digits recipe places it in its 1,800 steps: the
+    Gram teacher taken a third of the way in, refreshed every sixth of the run from half
+    way, three refreshes at most (``Setting.steps``, the steps the run is composed for)."""
+    composed = compose_dinov2(setting, "dinov3")
+    if setting.patch_tokens:
+        composed["model"]["backbone"] = {"vit": {"position_embedding": "rope", "rope_base": 100.0}}
+    composed["loss"]["dinov3"] = {
+        "gram_weight": 1.0,
+        "gram_start": setting.steps // 3,
+        "gram_update_every": setting.steps // 6,
+        "gram_first_update": setting.steps // 2,
+        "gram_max_updates": 3,
+    }
+    return composed
+
+
 DINOV3 = register_method(
     MethodSpec[Config](
         name="dinov3",
@@ -154,6 +174,7 @@ DINOV3 = register_method(
         ),
         check=check_dinov3,
         model="hookbus.parts.models.masked_distillation:build_masked_distillation",
+        compose=compose_dinov3,
         order=53,
     )
 )

@@ -17,7 +17,7 @@ from hookbus.engine.errors import ConfigError, DataError
 from hookbus.train_call import override_lines
 from tests.photos import make_photo_folder
 
-MASKED = ("mae", "ibot", "dinov2", "ijepa")
+MASKED = ("mae", "ibot", "dinov2", "dinov3", "ijepa")
 """The methods that mask a ViT's patch tokens."""
 
 
@@ -36,6 +36,7 @@ def test_the_methods_that_compose_are_every_ssl_method() -> None:
         "swav",
         "dino",
         "dinov2",
+        "dinov3",
         "ibot",
         "barlow_twins",
         "vicreg",
@@ -43,6 +44,7 @@ def test_the_methods_that_compose_are_every_ssl_method() -> None:
         "nnclr",
         "mae",
         "ijepa",
+        "lejepa",
     ]
 
 
@@ -75,6 +77,47 @@ def test_ijepa_and_mae_take_a_timm_vit() -> None:
         compose("ijepa", timm, "digits", laptop=True)
     mae = compose("mae", timm, overrides=["data.image_size=64"]).config
     assert (mae.model.backbone.name, mae.data.num_views) == (timm, 1)
+
+
+def test_dinov3_places_gram_anchoring_in_the_composed_run() -> None:
+    composed = compose("dinov3", "vit_tiny", "digits", laptop=True)
+    config = composed.config
+    assert composed.setting is not None and composed.setting.steps == 400  # 20 steps x 20
+    assert (config.data.batch_size, config.optimizer.num_epochs) == (64, 20)
+    gram = config.loss.dinov3
+    assert (gram.gram_weight, gram.gram_start, gram.gram_first_update) == (1.0, 133, 200)
+    assert (gram.gram_update_every, gram.gram_max_updates) == (66, 3)
+    assert config.model.backbone.vit.position_embedding == "rope"
+    assert config.loss.dinov2.centering == "sinkhorn_knopp"  # DINOv2's composition under it
+    longer = compose(
+        "dinov3", "vit_tiny", "digits", overrides=["optimizer.num_epochs=60"], laptop=True
+    )
+    assert longer.config.loss.dinov3.gram_start == 400  # a third of 1,200 steps
+    smaller = compose("dinov3", "vit_tiny", "digits", overrides=["data.batch_size=16"], laptop=True)
+    assert smaller.config.loss.dinov3.gram_start == 270  # 81 steps x 10 epochs (the fewest)
+    timm = compose("dinov3", "timm/vit_tiny_patch16_224", overrides=["data.image_size=64"])
+    assert timm.config.model.backbone.vit.position_embedding == "learned"  # timm's own
+
+
+def test_lejepa_composes_a_projector_for_any_backbone() -> None:
+    for model, dims in (("resnet18", 512), ("vit_tiny", 256), ("small_cnn", 512)):
+        config = compose("lejepa", model, "digits", laptop=True).config
+        assert config.model.head.dims == ["backbone", dims, dims, 16]
+        assert config.model.head.batch_norm
+        assert (config.data.num_views, config.data.small_views.count) == (2, 2)
+        assert (config.loss.lejepa.sigreg_weight, config.loss.lejepa.global_views) == (0.05, 2)
+        assert config.optimizer.weight_decay == 0.05
+    cuda = compose("lejepa", "resnet18", "digits", laptop=False).config
+    assert cuda.data.small_views.count == 6
+
+
+def test_a_method_without_composed_defaults_is_one_line() -> None:
+    with pytest.raises(ConfigError) as error:
+        compose("distillation", "resnet18", "digits", laptop=True)
+    assert str(error.value) == (
+        "--method distillation: Distillation has no composed defaults; train it from a "
+        "recipe (hookbus recipes lists them)"
+    )
 
 
 def test_prototypes_and_queues_follow_the_number_of_images(photos: Path) -> None:

@@ -25,6 +25,7 @@ REFUSED = {
     ("mae", "resnet18"),
     ("ibot", "resnet18"),
     ("dinov2", "resnet18"),
+    ("dinov3", "resnet18"),
     ("ijepa", "resnet18"),
 }
 """The pairs that cannot train: the method masks patch tokens the backbone has not."""
