@@ -46,8 +46,9 @@ from benchmarks.photo_crops import write_folder  # noqa: E402
 from hookbus.compose import compose, method_names  # noqa: E402
 from hookbus.engine.errors import ConfigError  # noqa: E402
 
-METHODS = tuple(method_names())
-"""Every method ``--method`` takes."""
+METHODS = tuple(name for name in method_names() if name != "distillation")
+"""Every method ``--method`` takes but distillation, which learns a teacher the user
+names (measured in docs/guides/foundation-models.md)."""
 
 
 @cache

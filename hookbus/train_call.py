@@ -92,14 +92,16 @@ def override_lines(key: str, value: Any) -> list[str]:
     """The ``dotted.key=value`` lines of one keyword argument of :func:`train`."""
     if key in SHORT_NAMES:
         return [f"{SHORT_NAMES[key]}={_yaml(value)}"]
-    if "__" in key:
-        return [f"{key.replace('__', '.')}={_yaml(value)}"]
-    if isinstance(value, dict) and key in Config.model_fields:
+    if isinstance(value, dict) and ("__" in key or key in Config.model_fields):
+        # A mapping at any depth sets its keys one by one: it goes on top of the
+        # composed section (loss__distillation={"teacher": {...}} keeps the rest).
         return [
             line
             for inner, item in value.items()
             for line in override_lines(f"{key}__{inner}", item)
         ]
+    if "__" in key:
+        return [f"{key.replace('__', '.')}={_yaml(value)}"]
     raise ConfigError(
         f"hookbus.train: {key}={value!r} is not a config key; give section__key=value "
         f"(optimizer__lr=0.3), a section as a mapping (optimizer={{'lr': 0.3}}), or one of "

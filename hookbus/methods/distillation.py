@@ -10,7 +10,10 @@ projected and resized to the teacher's grid, regress the teacher's patch feature
 
 from __future__ import annotations
 
+from typing import Any
+
 from hookbus.engine.config.model_names import split_tag
+from hookbus.engine.methods.composition import Setting, clamp, power_of_two_below
 from hookbus.engine.methods.entries import MethodHook, MethodSpec, Views, register_method
 from hookbus.parts.config import Config
 from hookbus.parts.settings.distillation import DistillationConfig
@@ -38,6 +41,24 @@ def check_distillation(cfg: Config) -> None:
         )
 
 
+def compose_distillation(setting: Setting) -> dict[str, Any]:
+    """Distillation of the teacher the user names (``loss.distillation.teacher.name`` and
+    its weights, among the overrides: validation refuses a run without them): the global
+    loss at temperature 0.07 over a queue of about half the train images' teacher
+    embeddings (a power of two, 64 to 2048, the recipe's), the teacher reading the
+    images' channels."""
+    return {
+        "loss": {
+            "distillation": {
+                "mode": "global",
+                "temperature": 0.07,
+                "queue_size": clamp(power_of_two_below(setting.images / 2), 64, 2048),
+                "teacher": {"in_channels": setting.channels},
+            }
+        }
+    }
+
+
 DISTILLATION = register_method(
     MethodSpec[Config](
         name="distillation",
@@ -58,6 +79,7 @@ DISTILLATION = register_method(
         ),
         check=check_distillation,
         model="hookbus.parts.models.distillation:build_distillation_model",
+        compose=compose_distillation,
         order=130,
     )
 )

@@ -3,6 +3,7 @@ images and the machine; the command line, the short YAML and load_config agree."
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -45,12 +46,21 @@ def test_the_methods_that_compose_are_every_ssl_method() -> None:
         "mae",
         "ijepa",
         "lejepa",
+        "distillation",
     ]
+
+
+TEACHER = (
+    "loss.distillation.teacher.name=small_cnn",
+    "loss.distillation.teacher.weights=teacher.pth",
+)
+"""The overrides that name distillation's teacher (the user's to choose)."""
 
 
 @pytest.mark.parametrize("method", method_names())
 def test_every_method_composes_a_valid_config_for_the_tiny_vit(method: str) -> None:
-    composed = compose(method, "vit_tiny", "digits", "runs/x", laptop=True)
+    overrides = TEACHER if method == "distillation" else ()
+    composed = compose(method, "vit_tiny", "digits", "runs/x", overrides, laptop=True)
     config = composed.config
     assert config.model.backbone.name == "vit_tiny"
     assert config.data.name == "digits"
@@ -111,12 +121,35 @@ def test_lejepa_composes_a_projector_for_any_backbone() -> None:
     assert cuda.data.small_views.count == 6
 
 
-def test_a_method_without_composed_defaults_is_one_line() -> None:
+def test_distillation_composes_around_the_teacher_the_user_names(photos: Path) -> None:
     with pytest.raises(ConfigError) as error:
-        compose("distillation", "resnet18", "digits", laptop=True)
+        compose("distillation", "resnet18", photos / "train", laptop=True)
+    assert "loss.distillation.teacher.name: name the teacher's backbone" in str(error.value)
+    assert "\n" not in str(error.value)
+    config = compose("distillation", "resnet18", photos / "train", overrides=TEACHER).config
+    distillation = config.loss.distillation
+    assert (distillation.mode, distillation.temperature, distillation.queue_size) == (
+        "global",
+        0.07,
+        64,  # 24 images: the fewest
+    )
+    assert distillation.teacher.in_channels == 3  # the photos' channels
+    assert distillation.teacher.name == "small_cnn"
+    digits = compose("distillation", None, "digits", overrides=TEACHER, laptop=True).config
+    assert digits.loss.distillation.queue_size == 512  # 1297 images
+    assert digits.loss.distillation.teacher.in_channels == 1
+
+
+def test_a_method_without_composed_defaults_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hookbus.compose as composing
+
+    plain = dataclasses.replace(composing.METHOD_ENTRIES[0], compose=None)
+    monkeypatch.setattr(composing, "METHOD_ENTRIES", (plain,))
+    with pytest.raises(ConfigError) as error:
+        compose("simclr", "resnet18", "digits", laptop=True)
     assert str(error.value) == (
-        "--method distillation: Distillation has no composed defaults; train it from a "
-        "recipe (hookbus recipes lists them)"
+        "--method simclr: SimCLR has no composed defaults; train it from a recipe "
+        "(hookbus recipes lists them)"
     )
 
 
@@ -282,6 +315,14 @@ def test_the_keywords_of_hookbus_train_are_config_keys() -> None:
         "optimizer.betas=[0.9, 0.95]",
     ]
     assert override_lines("epochs", 5) == ["optimizer.num_epochs=5"]
+    teacher = {"teacher": {"name": "small_cnn", "width": 8}}
+    assert override_lines("loss__distillation", teacher) == [  # on top, key by key
+        'loss.distillation.teacher.name="small_cnn"',
+        "loss.distillation.teacher.width=8",
+    ]
+    assert override_lines("loss", {"distillation": teacher}) == override_lines(
+        "loss__distillation", teacher
+    )
     assert override_lines("data__folder__train_dir", Path("a b")) == ['data.folder.train_dir="a b"']
     with pytest.raises(ConfigError, match="^hookbus.train: learning_rate=0.1 is not a config key"):
         override_lines("learning_rate", 0.1)

@@ -2,20 +2,25 @@
 photographs, with no edit: a few steps each from ``hookbus.train``.
 
 The only overrides make the runs short (one epoch of 32-pixel views, on the CPU); the
-method's settings are the composed ones. A method that masks patch tokens refuses a
-backbone without them in one line, before anything is written.
+method's settings are the composed ones (distillation's teacher, which the user names,
+is a small CNN). A method that masks patch tokens refuses a backbone without them in one
+line, before anything is written.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 import hookbus
 from hookbus.compose import method_names
+from hookbus.engine.config import BackboneConfig
 from hookbus.engine.errors import ConfigError
+from hookbus.parts.models import BACKBONES
 from tests.photos import make_photo_folder
 
 MODELS = ("vit_tiny", "resnet18", "timm:vit_tiny_patch16_224")
@@ -54,14 +59,26 @@ def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_photo_folder(tmp_path_factory.mktemp("photos"), per_class=16, size=40) / "train"
 
 
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Distillation's teacher, the user's to name: a small CNN of width 8 on RGB images."""
+    path = tmp_path_factory.mktemp("teacher") / "teacher.pth"
+    torch.manual_seed(1)
+    net = BACKBONES.get("small_cnn")(BackboneConfig(name="small_cnn", width=8, in_channels=3))
+    torch.save(net.state_dict(), path)
+    return {"distillation": {"teacher": {"name": "small_cnn", "width": 8, "weights": str(path)}}}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("method", method_names())
 def test_every_method_trains_on_a_photo_folder_with_no_edits(
-    photos: Path, tmp_path: Path, method: str, model: str
+    photos: Path, tmp_path: Path, teacher: dict[str, Any], method: str, model: str
 ) -> None:
     out = tmp_path / "run"
-    short = {**SHORT, "image_size": IMAGE_SIZES.get(model, SHORT["image_size"])}
+    short: dict[str, Any] = {**SHORT, "image_size": IMAGE_SIZES.get(model, SHORT["image_size"])}
+    if method == "distillation":
+        short["loss"] = teacher  # the teacher, then nothing but the composed settings
     if (method, model) in REFUSED:
         with pytest.raises(ConfigError, match=f"method {method} masks the patch tokens"):
             hookbus.train(out=out, data=photos, method=method, model=model, **short)
