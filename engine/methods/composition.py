@@ -62,6 +62,12 @@ class Setting:
         return side
 
     @property
+    def head_hidden(self) -> int:
+        """The hidden width of a projection head: 512, or 256 after a backbone of 64
+        features or fewer (the tiny ViT's)."""
+        return 256 if self.width is not None and self.width <= 64 else 512
+
+    @property
     def patches(self) -> int:
         """Patches per image of a ViT (0 for a CNN)."""
         return (self.image_size // self.patch_size) ** 2 if self.patch_size else 0

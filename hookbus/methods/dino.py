@@ -22,7 +22,7 @@ def dino_head(setting: Setting) -> dict[str, Any]:
     collapsed on the digits), a bottleneck of 64 (256, the paper's, on large data), and a
     weight-normalised last layer of about 0.8 outputs per train image (a power of two,
     256 to 65,536: 1024 for the digits, the paper's 65,536 for ImageNet)."""
-    hidden = 256 if setting.width is not None and setting.width <= 64 else 512
+    hidden = setting.head_hidden
     bottleneck = 256 if setting.large_data else 64
     return {
         "head": {"dims": ["backbone", hidden, hidden, bottleneck], "batch_norm": True},

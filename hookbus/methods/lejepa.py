@@ -28,7 +28,7 @@ def compose_lejepa(setting: Setting) -> dict[str, Any]:
     recipe's shape), the 2 global views and 2 small ones (6 with CUDA, the authors'
     count) predicting the global views' mean, SIGReg at weight 0.05 over 1024
     directions, and weight decay 0.05."""
-    hidden = 256 if setting.width is not None and setting.width <= 64 else 512
+    hidden = setting.head_hidden
     return {
         "data": {"small_views": multi_crop(setting, 2 if setting.laptop else 6)},
         "model": {"head": {"dims": ["backbone", hidden, hidden, 16], "batch_norm": True}},
