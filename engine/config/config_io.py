@@ -97,8 +97,10 @@ def _describe(error: Mapping[str, Any], schema: type[BaseModel]) -> str:
     if error["type"] == "missing":
         return f"{path}: required key is missing"
     if error["type"] == "value_error" and isinstance(error.get("input"), dict):
-        # A check across a section's keys: the message names them; the input is the section.
-        return f"{path}: {error['msg'].removeprefix('Value error, ')}"
+        # A check across a section's keys: the message names them; the input is the section
+        # (the whole config for a check across sections, which has no path to add).
+        message = error["msg"].removeprefix("Value error, ")
+        return f"{path}: {message}" if loc else message
     return f"{path}: {error['msg']} (got {_excerpt(error.get('input'))})"
 
 

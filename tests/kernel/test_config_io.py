@@ -40,6 +40,23 @@ def test_wrong_type_names_the_key_and_value() -> None:
         load_config(RECIPE, ["optimizer.num_epochs=many"])
 
 
+def test_a_check_across_sections_starts_with_the_key_it_names() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(RECIPE, ["model.mae_decoder.depth=2"])
+    assert str(error.value).startswith(
+        f"invalid config ({RECIPE}): model.mae_decoder.depth: the MAE decoder is built only "
+        "for loss.name mae, not nt_xent"
+    )
+
+
+def test_a_check_within_a_section_names_the_section() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(RECIPE, ["model.prototypes.weight_norm=true"])
+    assert f"invalid config ({RECIPE}): model.prototypes: model.prototypes.weight_norm" in str(
+        error.value
+    )
+
+
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found: .*absent.yaml"):
         load_config(tmp_path / "absent.yaml")

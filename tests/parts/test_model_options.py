@@ -183,7 +183,7 @@ def test_a_loss_from_python_or_an_evaluation_run_may_have_any_part() -> None:
         ),
         (
             {"mae_decoder": {"depth": 2}},
-            "(top level): model.mae_decoder.depth: the MAE decoder is built only for "
+            "model.mae_decoder.depth: the MAE decoder is built only for "
             "loss.name mae, not nt_xent; remove it",
         ),
     ],
