@@ -119,24 +119,26 @@ def timed(command: list[str]) -> tuple[float, float]:
     return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def run(method: str, seed: int, out: Path, threads: int | None = None) -> Run:
-    """Train ``method``'s recipe with ``seed`` from scratch (unless both evaluations are
-    there already) and evaluate the trained and the random-init encoder."""
-    run_dir = out / f"{method}_seed{seed}"
-    initial_dir = out / f"{method}_seed{seed}_init"
+def train_and_evaluate(
+    run_dir: Path,
+    initial_dir: Path,
+    train: list[str],
+    threads: int | None = None,
+    data: tuple[str, ...] = (),
+) -> Run:
+    """``hookbus train TRAIN...`` into ``run_dir`` from scratch (unless both evaluations are
+    there already), then ``hookbus eval`` of the trained encoder and of the same model at
+    random init (results in ``initial_dir``), on the run's own splits or on ``data``."""
     results = (run_dir / "eval.json", initial_dir / "eval.json")
     seconds = cpu = evaluating = 0.0
     if not all(path.is_file() for path in results):
         for folder in (run_dir, initial_dir):
             shutil.rmtree(folder, ignore_errors=True)
-        recipe = ROOT / "configs" / f"{RECIPES.get(method, f'{method}_digits')}.yaml"
         seconds, cpu = timed(
             [
                 HOOKBUS,
                 "train",
-                str(recipe),
-                f"trainer.seed={seed}",
-                *OVERRIDES.get(method, []),
+                *train,
                 *([f"machine.num_threads={threads}"] if threads else []),
                 f"checkpoint.dir={run_dir}",
                 "hooks.evaluation_report.enabled=false",
@@ -145,11 +147,22 @@ def run(method: str, seed: int, out: Path, threads: int | None = None) -> Run:
             ]
         )
         started = time.perf_counter()
-        evaluate_run(run_dir)
-        evaluate_initial(run_dir, initial_dir)
+        evaluate_run(run_dir, *data)
+        evaluate_initial(run_dir, initial_dir, *data)
         evaluating = time.perf_counter() - started
     trained, initial = (json.loads(path.read_text()) for path in results)
     return Run(trained, initial, seconds, cpu, evaluating / 2)
+
+
+def run(method: str, seed: int, out: Path, threads: int | None = None) -> Run:
+    """Train ``method``'s recipe with ``seed`` and evaluate it (:func:`train_and_evaluate`)."""
+    recipe = ROOT / "configs" / f"{RECIPES.get(method, f'{method}_digits')}.yaml"
+    return train_and_evaluate(
+        out / f"{method}_seed{seed}",
+        out / f"{method}_seed{seed}_init",
+        [str(recipe), f"trainer.seed={seed}", *OVERRIDES.get(method, [])],
+        threads,
+    )
 
 
 def row(method: str, runs: list[Run]) -> str:

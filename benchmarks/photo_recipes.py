@@ -28,19 +28,15 @@ It prints one Markdown row per recipe, with the columns of
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.eval_commands import evaluate_initial, evaluate_run  # noqa: E402
-from benchmarks.methods_digits import CORES, HOOKBUS, Run, row, timed  # noqa: E402
+from benchmarks.methods_digits import CORES, Run, row, train_and_evaluate  # noqa: E402
 from benchmarks.photo_crops import write_folder  # noqa: E402
 
 RECIPES = ("simclr_imagefolder_resnet18_small",)
@@ -51,36 +47,20 @@ IMAGE_SIZE = 96
 
 
 def run(recipe: str, seed: int, out: Path, folder: Path, threads: int | None) -> Run:
-    """Train ``recipe`` with ``seed`` on ``folder`` from scratch (unless both evaluations
-    are there already) and evaluate the trained and the random-init encoder on it."""
-    run_dir = out / f"{recipe}_seed{seed}"
-    initial_dir = out / f"{recipe}_seed{seed}_init"
-    results = (run_dir / "eval.json", initial_dir / "eval.json")
-    seconds = cpu = evaluating = 0.0
-    if not all(path.is_file() for path in results):
-        for stale in (run_dir, initial_dir):
-            shutil.rmtree(stale, ignore_errors=True)
-        seconds, cpu = timed(
-            [
-                HOOKBUS,
-                "train",
-                str(ROOT / "configs" / f"{recipe}.yaml"),
-                f"trainer.seed={seed}",
-                f"data.folder.train_dir={folder / 'train'}",
-                f"data.folder.test_dir={folder / 'test'}",
-                *([f"machine.num_threads={threads}"] if threads else []),
-                f"checkpoint.dir={run_dir}",
-                "hooks.evaluation_report.enabled=false",
-                "hooks.progress_bar.enabled=false",
-                "-q",
-            ]
-        )
-        started = time.perf_counter()
-        evaluate_run(run_dir, str(folder))
-        evaluate_initial(run_dir, initial_dir, str(folder))
-        evaluating = time.perf_counter() - started
-    trained, initial = (json.loads(path.read_text()) for path in results)
-    return Run(trained, initial, seconds, cpu, evaluating / 2)
+    """Train ``recipe`` with ``seed`` on ``folder`` and evaluate the trained and the
+    random-init encoder on it (:func:`benchmarks.methods_digits.train_and_evaluate`)."""
+    return train_and_evaluate(
+        out / f"{recipe}_seed{seed}",
+        out / f"{recipe}_seed{seed}_init",
+        [
+            str(ROOT / "configs" / f"{recipe}.yaml"),
+            f"trainer.seed={seed}",
+            f"data.folder.train_dir={folder / 'train'}",
+            f"data.folder.test_dir={folder / 'test'}",
+        ],
+        threads,
+        (str(folder),),
+    )
 
 
 def main() -> int:
