@@ -187,26 +187,41 @@ def row(method: str, runs: list[Run]) -> str:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "methods_digits")
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """``--threads N``: the torch threads of the runs and of the evaluations."""
     parser.add_argument(
         "--threads",
         type=int,
         help="torch threads of the runs (machine.num_threads) and of the evaluations "
         "(OMP_NUM_THREADS); default: the recipes' (the cores)",
     )
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+
+
+def use_threads(threads: int | None) -> None:
+    """Give the evaluations (processes started from here) ``threads`` torch threads."""
+    if threads:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+def print_header(first: str) -> None:
+    """Print the Markdown table's header, ``first`` naming the rows (method, recipe)."""
     print(
-        "| method | kNN top-1 (k=20), mean ± spread | per seed | linear probe "
+        f"| {first} | kNN top-1 (k=20), mean ± spread | per seed | linear probe "
         "| random init kNN | random init probe | kNN gain (points) | train wall s/run "
         f"| train CPU s/run / {CORES} | eval wall s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "methods_digits")
+    add_threads_option(parser)
+    args = parser.parse_args()
+    use_threads(args.threads)
+    print_header("method")
     for method in args.methods:
         runs = [run(method, seed, args.out, args.threads) for seed in args.seeds]
         print(row(method, runs), flush=True)

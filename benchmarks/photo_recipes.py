@@ -28,7 +28,6 @@ It prints one Markdown row per recipe, with the columns of
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -36,7 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.methods_digits import CORES, Run, row, train_and_evaluate  # noqa: E402
+from benchmarks.methods_digits import (  # noqa: E402
+    Run,
+    add_threads_option,
+    print_header,
+    row,
+    train_and_evaluate,
+    use_threads,
+)
 from benchmarks.photo_crops import write_folder  # noqa: E402
 
 RECIPES = ("simclr_imagefolder_resnet18_small",)
@@ -68,27 +74,16 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES))
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "photo_recipes")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        help="torch threads of the runs (machine.num_threads) and of the evaluations "
-        "(OMP_NUM_THREADS); default: the recipes' (the cores)",
-    )
+    add_threads_option(parser)
     args = parser.parse_args()
     for recipe in args.recipes:
         if not (ROOT / "configs" / f"{recipe}.yaml").is_file():
             parser.error(f"--recipes: no recipe configs/{recipe}.yaml")
-    if args.threads:
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    use_threads(args.threads)
     folder = args.out / "photos"
     if not (folder / "test").is_dir():
         write_folder(folder, size=IMAGE_SIZE)
-    print(
-        "| recipe | kNN top-1 (k=20), mean ± spread | per seed | linear probe "
-        "| random init kNN | random init probe | kNN gain (points) | train wall s/run "
-        f"| train CPU s/run / {CORES} | eval wall s |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print_header("recipe")
     for recipe in args.recipes:
         runs = [run(recipe, seed, args.out, folder, args.threads) for seed in args.seeds]
         print(row(recipe, runs), flush=True)
